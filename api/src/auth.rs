@@ -1,0 +1,131 @@
+//! API keys. A key binds its caller to one tenant (and optionally to a set of users). Keys are
+//! configured as sha256 hashes, so the server never stores a usable key:
+//! `CAIRN_API_KEYS="<sha256-hex>:<tenant>[:<user>|<user>...],..."` or a file with one such
+//! entry per line (`--api-keys FILE`). `cairn hash-key KEY` prints the hash of a key.
+
+use std::collections::HashMap;
+
+use axum::http::HeaderMap;
+use cairn_models::ids::sha256_hex;
+use cairn_models::Scope;
+
+use crate::error::ApiError;
+
+/// What a key may access.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    pub tenant: String,
+    /// Empty: every user of the tenant.
+    pub users: Vec<String>,
+}
+
+/// The configured keys (by hash). Empty: authentication is off (loopback only).
+#[derive(Debug, Clone, Default)]
+pub struct Auth {
+    keys: HashMap<String, Grant>,
+}
+
+impl Auth {
+    pub fn parse(spec: &str) -> Result<Self, String> {
+        let mut keys = HashMap::new();
+        for entry in spec
+            .split([',', '\n'])
+            .map(str::trim)
+            .filter(|e| !e.is_empty() && !e.starts_with('#'))
+        {
+            let mut parts = entry.split(':');
+            let (Some(hash), Some(tenant)) = (parts.next(), parts.next()) else {
+                return Err(format!(
+                    "API key entry {entry:?}: expected <sha256-hex>:<tenant>[:<users>]"
+                ));
+            };
+            if hash.len() != 64 || !hash.chars().all(|c| c.is_ascii_hexdigit()) {
+                return Err(format!(
+                    "API key entry for tenant {tenant}: the key hash must be 64 hex characters"
+                ));
+            }
+            cairn_models::scope::validate_component("tenant", tenant).map_err(|e| e.to_string())?;
+            let users = parts
+                .next()
+                .map(|u| {
+                    u.split('|')
+                        .map(str::to_string)
+                        .filter(|u| !u.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default();
+            keys.insert(
+                hash.to_ascii_lowercase(),
+                Grant {
+                    tenant: tenant.to_string(),
+                    users,
+                },
+            );
+        }
+        Ok(Auth { keys })
+    }
+
+    pub fn enabled(&self) -> bool {
+        !self.keys.is_empty()
+    }
+
+    /// Checks the request's key against the scope it names. Without configured keys every
+    /// request passes (the server then listens on loopback only).
+    pub fn check(&self, headers: &HeaderMap, tenant: &str, user: &str) -> Result<(), ApiError> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        let key = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or(ApiError::Unauthorized)?;
+        let grant = self
+            .keys
+            .get(&sha256_hex(key.trim().as_bytes()))
+            .ok_or(ApiError::Unauthorized)?;
+        if grant.tenant != tenant
+            || (!grant.users.is_empty() && !grant.users.iter().any(|u| u == user))
+        {
+            return Err(ApiError::ScopeForbidden);
+        }
+        Ok(())
+    }
+
+    pub fn check_scope(&self, headers: &HeaderMap, scope: &Scope) -> Result<(), ApiError> {
+        self.check(headers, &scope.tenant, &scope.user)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_bind_tenants_and_users() {
+        let h = sha256_hex(b"secret");
+        let auth = Auth::parse(&format!("{h}:acme:alice|bob")).unwrap();
+        let mut headers = HeaderMap::new();
+        assert!(matches!(
+            auth.check(&headers, "acme", "alice"),
+            Err(ApiError::Unauthorized)
+        ));
+        headers.insert("authorization", "Bearer secret".parse().unwrap());
+        assert!(auth.check(&headers, "acme", "alice").is_ok());
+        assert!(matches!(
+            auth.check(&headers, "acme", "carol"),
+            Err(ApiError::ScopeForbidden)
+        ));
+        assert!(matches!(
+            auth.check(&headers, "other", "alice"),
+            Err(ApiError::ScopeForbidden)
+        ));
+        headers.insert("authorization", "Bearer wrong".parse().unwrap());
+        assert!(matches!(
+            auth.check(&headers, "acme", "alice"),
+            Err(ApiError::Unauthorized)
+        ));
+        assert!(Auth::parse("nothex:acme").is_err());
+        assert!(!Auth::parse("").unwrap().enabled());
+    }
+}

@@ -1,0 +1,99 @@
+//! The assembled service: store, embedder, write path, read path and turn handling, opened
+//! from one data directory. Shared by the HTTP server, the CLI commands and the benchmarks.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cairn_embed::{EmbedConfig, Embedder};
+use cairn_ingest::{IngestConfig, Ingestor};
+use cairn_recall::{RecallConfig, Recaller};
+use cairn_store::{EdgeStore, MemoryStore, StoreConfig};
+use tokio::sync::Mutex;
+
+use crate::error::ApiError;
+
+/// Everything a request needs.
+#[derive(Debug)]
+pub struct Engine {
+    pub data_dir: PathBuf,
+    pub store: Arc<dyn MemoryStore>,
+    pub embedder: Embedder,
+    pub ingestor: Arc<Ingestor>,
+    pub recaller: Arc<Recaller>,
+    /// Serializes turn completions, so concurrent identical completions store one turn.
+    pub turn_lock: Mutex<()>,
+    /// What `prepare` selected per (scope, turn id), for `complete`'s REFERS_TO links. Kept in
+    /// memory only (prepare persists nothing) and bounded.
+    pub prepared: Mutex<PreparedTurns>,
+}
+
+/// A bounded FIFO map of prepared turns.
+#[derive(Debug, Default)]
+pub struct PreparedTurns {
+    map: HashMap<String, Vec<String>>,
+    order: VecDeque<String>,
+}
+
+impl PreparedTurns {
+    const CAPACITY: usize = 10_000;
+
+    pub fn insert(&mut self, key: String, refs: Vec<String>) {
+        if self.map.insert(key.clone(), refs).is_none() {
+            self.order.push_back(key);
+        }
+        while self.order.len() > Self::CAPACITY {
+            if let Some(old) = self.order.pop_front() {
+                self.map.remove(&old);
+            }
+        }
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Vec<String>> {
+        self.map.get(key)
+    }
+}
+
+impl Engine {
+    /// Opens the data directory with the default model configuration. Blocking (loads the
+    /// model): call it off the async runtime or before starting one.
+    pub fn open(data_dir: &Path) -> Result<Self, ApiError> {
+        Self::open_with(
+            data_dir,
+            &EmbedConfig::from_env(),
+            RecallConfig::default(),
+            None,
+        )
+    }
+
+    pub fn open_with(
+        data_dir: &Path,
+        embed: &EmbedConfig,
+        recall: RecallConfig,
+        ingest: Option<IngestConfig>,
+    ) -> Result<Self, ApiError> {
+        std::fs::create_dir_all(data_dir).map_err(|e| {
+            ApiError::Unavailable(format!(
+                "cannot create data directory {}: {e}",
+                data_dir.display()
+            ))
+        })?;
+        let embedder = Embedder::open(embed, Some(&data_dir.join("embed-cache")))?;
+        let store: Arc<dyn MemoryStore> = Arc::new(EdgeStore::open(&StoreConfig {
+            data_dir: data_dir.to_path_buf(),
+            dim: embedder.spec().dim,
+        })?);
+        let ingest = ingest.unwrap_or_else(|| IngestConfig::for_model(embedder.spec().max_tokens));
+        let ingestor = Arc::new(Ingestor::new(Arc::clone(&store), embedder.clone(), ingest)?);
+        let recaller = Arc::new(Recaller::new(Arc::clone(&store), embedder.clone(), recall));
+        Ok(Engine {
+            data_dir: data_dir.to_path_buf(),
+            store,
+            embedder,
+            ingestor,
+            recaller,
+            turn_lock: Mutex::new(()),
+            prepared: Mutex::new(PreparedTurns::default()),
+        })
+    }
+}

@@ -1,0 +1,559 @@
+//! `cairn`: the command-line interface and server of Cairn.
+
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use cairn_api::{app, AppState, Auth, Engine, Metrics, ServerConfig};
+use cairn_ingest::{catalog, parse_messages, DocStatus, DocumentInput, Progress};
+use cairn_models::pack::TurnMode;
+use cairn_models::{Scope, TurnEnvelope, CONTRACT_VERSION};
+use cairn_recall::RecallRequest;
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cairn",
+    version,
+    about = "Cairn: agent memory with citations, on embedded Qdrant"
+)]
+struct Cli {
+    /// Data directory (the embedded Qdrant shard and the embedding cache live here).
+    #[arg(
+        long,
+        global = true,
+        env = "CAIRN_DATA_DIR",
+        default_value = "./cairn-data"
+    )]
+    data_dir: PathBuf,
+    #[command(flatten)]
+    scope: ScopeArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The identity scope. Tenant, user and namespace are the storage boundary; agent and
+/// session are recorded as provenance.
+#[derive(Debug, Args)]
+struct ScopeArgs {
+    #[arg(long, global = true, env = "CAIRN_TENANT", default_value = "default")]
+    tenant: String,
+    #[arg(long, global = true, env = "CAIRN_USER", default_value = "default")]
+    user: String,
+    #[arg(
+        long,
+        global = true,
+        env = "CAIRN_NAMESPACE",
+        default_value = "default"
+    )]
+    namespace: String,
+    #[arg(long, global = true, env = "CAIRN_AGENT", default_value = "default")]
+    agent: String,
+    #[arg(long, global = true, env = "CAIRN_SESSION", default_value = "default")]
+    session: String,
+}
+
+impl ScopeArgs {
+    fn scope(&self) -> Result<Scope> {
+        Ok(Scope::new(
+            &self.tenant,
+            &self.user,
+            &self.namespace,
+            &self.agent,
+            &self.session,
+        )?)
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the HTTP API.
+    Serve {
+        /// Address to listen on. Without API keys only loopback addresses are allowed.
+        #[arg(long, env = "CAIRN_ADDR", default_value = "127.0.0.1:7878")]
+        addr: SocketAddr,
+        /// File of API key entries (`<sha256-hex>:<tenant>[:<users>]`, one per line).
+        #[arg(long, env = "CAIRN_API_KEYS_FILE")]
+        api_keys: Option<PathBuf>,
+        /// Largest request body in bytes.
+        #[arg(long, default_value_t = 16 * 1024 * 1024)]
+        max_body: usize,
+        /// Request timeout in seconds.
+        #[arg(long, default_value_t = 60)]
+        timeout: u64,
+    },
+    /// Ingest files and directories (.txt, .md, .pdf), or messages (--messages).
+    Ingest {
+        /// Files and directories (directories are walked recursively).
+        paths: Vec<PathBuf>,
+        /// Only files matching one of these globs (when walking directories).
+        #[arg(long)]
+        include: Vec<String>,
+        /// Skip files matching one of these globs.
+        #[arg(long)]
+        exclude: Vec<String>,
+        /// A JSON or JSONL file of conversation messages.
+        #[arg(long)]
+        messages: Option<PathBuf>,
+        /// Print the summary as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Recall a MemoryPack for a query.
+    Recall {
+        query: String,
+        /// Token budget of the pack.
+        #[arg(long)]
+        budget: Option<usize>,
+        /// Print the agent-turn-v1 JSON envelope instead of Markdown.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the scope's documents.
+    Documents {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Point counts of the scope.
+    Stats {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the sha256 of an API key, for the key file.
+    HashKey { key: String },
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("CAIRN_LOG").unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new(
+                    "warn,qdrant_edge=error,cairn=info,cairn_api=info",
+                )
+            }),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+pub(crate) async fn open_engine(data_dir: &Path) -> Result<Arc<Engine>> {
+    let dir = data_dir.to_path_buf();
+    let engine = tokio::task::spawn_blocking(move || Engine::open(&dir))
+        .await
+        .context("engine start-up task")??;
+    Ok(Arc::new(engine))
+}
+
+async fn run(cli: Cli) -> Result<std::process::ExitCode> {
+    use std::process::ExitCode;
+    match cli.command {
+        Command::HashKey { key } => {
+            println!("{}", cairn_models::ids::sha256_hex(key.as_bytes()));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve {
+            addr,
+            api_keys,
+            max_body,
+            timeout,
+        } => {
+            let spec = match (&api_keys, std::env::var("CAIRN_API_KEYS")) {
+                (Some(path), _) => std::fs::read_to_string(path)
+                    .with_context(|| format!("reading {}", path.display()))?,
+                (None, Ok(v)) => v,
+                (None, Err(_)) => String::new(),
+            };
+            let auth = Auth::parse(&spec).map_err(anyhow::Error::msg)?;
+            if !auth.enabled() && !addr.ip().is_loopback() {
+                bail!("refusing to listen on {addr} without API keys: configure keys (--api-keys or CAIRN_API_KEYS) or use a loopback address");
+            }
+            let engine = open_engine(&cli.data_dir).await?;
+            let state = Arc::new(AppState {
+                engine,
+                auth: auth.clone(),
+                metrics: Metrics::default(),
+                config: ServerConfig {
+                    max_body_bytes: max_body,
+                    request_timeout: Duration::from_secs(timeout),
+                },
+            });
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding {addr}"))?;
+            let local = listener.local_addr()?;
+            if auth.enabled() {
+                eprintln!("cairn: listening on http://{local} (API keys required)");
+            } else {
+                eprintln!("cairn: listening on http://{local} (no API keys configured: loopback only, every tenant open to local callers)");
+            }
+            let engine = Arc::clone(&state.engine);
+            axum::serve(listener, app(state))
+                .with_graceful_shutdown(shutdown_signal())
+                .await?;
+            engine.store.flush().await?;
+            eprintln!("cairn: stopped");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Ingest {
+            paths,
+            include,
+            exclude,
+            messages,
+            json,
+        } => {
+            let scope = cli.scope.scope()?;
+            if paths.is_empty() && messages.is_none() {
+                bail!("nothing to ingest: give files or directories, or --messages FILE");
+            }
+            let engine = open_engine(&cli.data_dir).await?;
+            let mut failed = false;
+            if let Some(file) = messages {
+                let text = std::fs::read_to_string(&file)
+                    .with_context(|| format!("reading {}", file.display()))?;
+                let msgs = parse_messages(&text)?;
+                let receipts = engine.ingestor.record_messages(&scope, msgs).await?;
+                let created = receipts.iter().filter(|r| r.created).count();
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&serde_json::json!({"messages": receipts}))?
+                    );
+                } else {
+                    println!(
+                        "messages: {} recorded, {} already stored",
+                        created,
+                        receipts.len() - created
+                    );
+                }
+            }
+            if !paths.is_empty() {
+                failed |= ingest_paths(&engine, &scope, &paths, &include, &exclude, json).await?;
+            }
+            engine.store.flush().await?;
+            Ok(if failed {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Command::Recall {
+            query,
+            budget,
+            json,
+        } => {
+            let scope = cli.scope.scope()?;
+            let engine = open_engine(&cli.data_dir).await?;
+            let pack = engine
+                .recaller
+                .recall(&RecallRequest {
+                    scope: scope.clone(),
+                    query: query.clone(),
+                    budget,
+                    filters: Default::default(),
+                })
+                .await?;
+            if json {
+                let envelope = TurnEnvelope {
+                    contract_version: CONTRACT_VERSION.to_string(),
+                    turn_id: format!("turn-{}", uuid::Uuid::new_v4().simple()),
+                    scope,
+                    user_message: query,
+                    mode: TurnMode::Text,
+                    memory_pack: pack,
+                };
+                println!("{}", serde_json::to_string_pretty(&envelope)?);
+            } else {
+                print!("{}", pack.context_markdown);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Documents { json } => {
+            let scope = cli.scope.scope()?;
+            let engine = open_engine(&cli.data_dir).await?;
+            let docs = catalog::list_documents(engine.store.as_ref(), &scope.partition()).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&docs)?);
+            } else if docs.is_empty() {
+                println!("no documents in {}", scope.partition().key());
+            } else {
+                println!(
+                    "{:<34} {:>4} {:>6}  {:<20} SOURCE",
+                    "DOC ID", "VER", "CHUNKS", "INGESTED"
+                );
+                for d in docs {
+                    let when = chrono::DateTime::from_timestamp_millis(d.ingested_at)
+                        .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+                        .unwrap_or_default();
+                    println!(
+                        "{:<34} {:>4} {:>6}  {:<20} {}",
+                        d.doc_id, d.version, d.chunks, when, d.source
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Stats { json } => {
+            let scope = cli.scope.scope()?;
+            let engine = open_engine(&cli.data_dir).await?;
+            let stats = catalog::stats(engine.store.as_ref(), &scope.partition()).await?;
+            let total = engine.store.count_all().await?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&serde_json::json!({
+                        "scope": scope.partition(),
+                        "counts": stats,
+                        "all_scopes_points": total,
+                    }))?
+                );
+            } else {
+                println!("scope {}", scope.partition().key());
+                println!("  documents {}", stats.documents);
+                println!("  chunks    {}", stats.chunks);
+                println!("  messages  {}", stats.messages);
+                println!("  turns     {}", stats.turns);
+                println!("all scopes: {total} points");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    eprintln!("cairn: shutting down");
+}
+
+/// Files to ingest: named files always; directories walked for .txt/.md/.markdown/.pdf,
+/// filtered by the include/exclude globs.
+fn collect_files(
+    paths: &[PathBuf],
+    include: &[String],
+    exclude: &[String],
+) -> Result<Vec<PathBuf>> {
+    let build = |globs: &[String]| -> Result<Option<globset::GlobSet>> {
+        if globs.is_empty() {
+            return Ok(None);
+        }
+        let mut b = globset::GlobSetBuilder::new();
+        for g in globs {
+            b.add(globset::Glob::new(g).with_context(|| format!("glob {g:?}"))?);
+        }
+        Ok(Some(b.build()?))
+    };
+    let inc = build(include)?;
+    let exc = build(exclude)?;
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            for entry in walkdir::WalkDir::new(p).sort_by_file_name() {
+                let entry = match entry {
+                    Ok(e) => e,
+                    Err(e) => {
+                        eprintln!("warning: {e}");
+                        continue;
+                    }
+                };
+                if !entry.file_type().is_file() {
+                    continue;
+                }
+                let path = entry.path();
+                let name = path.to_string_lossy();
+                if cairn_ingest::MediaType::from_path(&name).is_none() {
+                    continue;
+                }
+                if inc.as_ref().is_some_and(|g| !g.is_match(path))
+                    || exc.as_ref().is_some_and(|g| g.is_match(path))
+                {
+                    continue;
+                }
+                out.push(path.to_path_buf());
+            }
+        } else if !exc.as_ref().is_some_and(|g| g.is_match(p)) {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Ingests files with a progress display and a summary. Returns whether any file failed.
+async fn ingest_paths(
+    engine: &Arc<Engine>,
+    scope: &Scope,
+    paths: &[PathBuf],
+    include: &[String],
+    exclude: &[String],
+    json: bool,
+) -> Result<bool> {
+    let files = collect_files(paths, include, exclude)?;
+    let inputs: Vec<DocumentInput> = files
+        .iter()
+        .map(|p| {
+            // Canonical absolute paths are the source keys: the same file is the same
+            // source whatever the working directory.
+            let canonical = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+            DocumentInput::file(canonical)
+        })
+        .collect();
+    let total = inputs.len() as u64;
+    let started = Instant::now();
+    let chunks_written = Arc::new(AtomicU64::new(0));
+    let chunks_planned = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicU64::new(0));
+    let bar = if std::io::stderr().is_terminal() && !json {
+        let bar = indicatif::ProgressBar::new(total);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} files · {msg} · ETA {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        Some(bar)
+    } else {
+        None
+    };
+    let progress: Arc<dyn Fn(Progress) + Send + Sync> = {
+        let bar = bar.clone();
+        let chunks_written = Arc::clone(&chunks_written);
+        let chunks_planned = Arc::clone(&chunks_planned);
+        let done = Arc::clone(&done);
+        let last_line = Arc::new(std::sync::Mutex::new(Instant::now()));
+        Arc::new(move |p: Progress| {
+            match p {
+                Progress::Chunked { chunks } => {
+                    chunks_planned.fetch_add(chunks as u64, Ordering::Relaxed);
+                }
+                Progress::Written { chunks } => {
+                    chunks_written.fetch_add(chunks as u64, Ordering::Relaxed);
+                }
+                Progress::Finished => {
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            let written = chunks_written.load(Ordering::Relaxed);
+            let rate = written as f64 / started.elapsed().as_secs_f64().max(1e-3);
+            let msg = format!(
+                "{written}/{} chunks · {rate:.1} chunks/s",
+                chunks_planned.load(Ordering::Relaxed)
+            );
+            if let Some(bar) = &bar {
+                bar.set_position(done.load(Ordering::Relaxed));
+                bar.set_message(msg);
+            } else if let Ok(mut last) = last_line.lock() {
+                if last.elapsed() >= Duration::from_secs(5) {
+                    *last = Instant::now();
+                    eprintln!(
+                        "ingest: {}/{total} files · {msg}",
+                        done.load(Ordering::Relaxed)
+                    );
+                }
+            }
+        })
+    };
+    let outcomes = engine
+        .ingestor
+        .ingest_documents(scope, inputs, progress)
+        .await;
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let elapsed = started.elapsed();
+    let written = chunks_written.load(Ordering::Relaxed);
+    if written >= 1000 {
+        // Build the HNSW index and merge segments after a large batch, off any request path.
+        let t = Instant::now();
+        engine.store.optimize().await?;
+        eprintln!(
+            "ingest: vector index built in {:.1}s",
+            t.elapsed().as_secs_f64()
+        );
+    }
+
+    let mut created = 0;
+    let mut updated = 0;
+    let mut unchanged = 0;
+    let mut failures = Vec::new();
+    let mut reports = Vec::new();
+    for o in outcomes {
+        match o.result {
+            Ok(r) => {
+                match r.status {
+                    DocStatus::Created => created += 1,
+                    DocStatus::Updated => updated += 1,
+                    DocStatus::Unchanged => unchanged += 1,
+                }
+                for w in &r.warnings {
+                    eprintln!("warning: {}: {w}", r.source);
+                }
+                reports.push(r);
+            }
+            Err(e) => failures.push((o.source, e)),
+        }
+    }
+    if json {
+        let out = serde_json::json!({
+            "created": created,
+            "updated": updated,
+            "unchanged": unchanged,
+            "failed": failures.len(),
+            "chunks_written": written,
+            "seconds": elapsed.as_secs_f64(),
+            "documents": reports,
+            "failures": failures.iter().map(|(s, e)| serde_json::json!({
+                "source": s, "code": e.code(), "error": e.to_string()
+            })).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!(
+            "ingested {} files in {:.1}s: {created} created, {updated} updated, {unchanged} unchanged, {} failed; {written} chunks written ({:.1} chunks/s)",
+            total,
+            elapsed.as_secs_f64(),
+            failures.len(),
+            written as f64 / elapsed.as_secs_f64().max(1e-3)
+        );
+        for (source, e) in &failures {
+            println!("  failed: {source}: {e}");
+        }
+    }
+    Ok(!failures.is_empty())
+}

@@ -1,0 +1,231 @@
+//! The `agent-turn-v1` contract: `prepare` (recall before the model call, persists nothing)
+//! and `complete` (record the exact user and assistant messages, idempotently).
+
+use cairn_ingest::{IngestError, MessageInput};
+use cairn_models::ids::{sha256_hex, turn_record_id};
+use cairn_models::pack::TurnMode;
+use cairn_models::{
+    PointKind, Role, Scope, StoredPoint, TrustOrigin, TurnEnvelope, CONTRACT_VERSION,
+};
+use cairn_recall::{RecallFilters, RecallRequest};
+use cairn_store::UpsertPoint;
+use serde::{Deserialize, Serialize};
+
+use crate::engine::Engine;
+use crate::error::ApiError;
+
+/// `POST /v1/turns/prepare` body.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrepareRequest {
+    pub scope: Scope,
+    pub user_message: String,
+    #[serde(default)]
+    pub turn_id: Option<String>,
+    #[serde(default)]
+    pub mode: TurnMode,
+    #[serde(default)]
+    pub token_budget: Option<usize>,
+    #[serde(default)]
+    pub filters: RecallFilters,
+}
+
+/// `POST /v1/turns/{turn_id}/complete` body.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteRequest {
+    pub scope: Scope,
+    pub user_message: String,
+    pub assistant_message: String,
+    #[serde(default)]
+    pub source: Option<String>,
+    #[serde(default)]
+    pub mode: TurnMode,
+    #[serde(default)]
+    pub metadata: Option<serde_json::Value>,
+    /// Refs (`doc:..#..`, `msg:../..`) the assistant's answer cites.
+    #[serde(default)]
+    pub refers_to: Vec<String>,
+}
+
+/// What `complete` returns; identical for every replay of the same completion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnReceipt {
+    pub turn_id: String,
+    pub user_message_ref: String,
+    pub assistant_message_ref: String,
+    /// RFC 3339.
+    pub stored_at: String,
+    /// sha256 of the completion's canonical content.
+    pub digest: String,
+}
+
+fn prepared_key(scope: &Scope, turn_id: &str) -> String {
+    format!("{}\0{turn_id}", scope.key())
+}
+
+/// Runs `prepare`.
+pub async fn prepare(engine: &Engine, req: PrepareRequest) -> Result<TurnEnvelope, ApiError> {
+    req.scope.validate()?;
+    let turn_id = match req.turn_id {
+        Some(t) => {
+            cairn_models::scope::validate_component("turn_id", &t)?;
+            t
+        }
+        None => format!("turn-{}", uuid::Uuid::new_v4().simple()),
+    };
+    let pack = engine
+        .recaller
+        .recall(&RecallRequest {
+            scope: req.scope.clone(),
+            query: req.user_message.clone(),
+            budget: req.token_budget,
+            filters: req.filters,
+        })
+        .await?;
+    let refs = pack.citations.iter().map(|c| c.reference.clone()).collect();
+    engine
+        .prepared
+        .lock()
+        .await
+        .insert(prepared_key(&req.scope, &turn_id), refs);
+    Ok(TurnEnvelope {
+        contract_version: CONTRACT_VERSION.to_string(),
+        turn_id,
+        scope: req.scope,
+        user_message: req.user_message,
+        mode: req.mode,
+        memory_pack: pack,
+    })
+}
+
+/// Runs `complete`. Idempotent: an identical replay returns the stored receipt and writes
+/// nothing; different content for a completed (or deleted) turn id is `turn_conflict`.
+pub async fn complete(
+    engine: &Engine,
+    turn_id: &str,
+    req: CompleteRequest,
+) -> Result<TurnReceipt, ApiError> {
+    req.scope.validate()?;
+    cairn_models::scope::validate_component("turn_id", turn_id)?;
+    if req.user_message.trim().is_empty() || req.assistant_message.trim().is_empty() {
+        return Err(ApiError::InvalidRequest(
+            "user_message and assistant_message must not be empty".into(),
+        ));
+    }
+    let mut refers_to = req.refers_to.clone();
+    refers_to.sort();
+    refers_to.dedup();
+    let canonical = serde_json::json!({
+        "user_message": req.user_message,
+        "assistant_message": req.assistant_message,
+        "source": req.source,
+        "mode": req.mode,
+        "metadata": req.metadata,
+        "refers_to": refers_to,
+    });
+    let digest = sha256_hex(canonical.to_string().as_bytes());
+
+    let partition = req.scope.partition();
+    let record_id = turn_record_id(&req.scope, turn_id);
+    let _serial = engine.turn_lock.lock().await;
+    if let Some(existing) = engine
+        .store
+        .retrieve(&partition, &[record_id], false)
+        .await?
+        .into_iter()
+        .next()
+    {
+        let meta = existing.point.metadata.unwrap_or_default();
+        if meta.get("deleted").and_then(|v| v.as_bool()) == Some(true) {
+            return Err(ApiError::TurnConflict(format!(
+                "turn {turn_id} was completed and its messages were deleted; a turn id cannot be reused"
+            )));
+        }
+        if existing.point.content_hash.as_deref() != Some(digest.as_str()) {
+            return Err(ApiError::TurnConflict(format!(
+                "turn {turn_id} was already completed with different content"
+            )));
+        }
+        return serde_json::from_value(meta.get("receipt").cloned().unwrap_or_default())
+            .map_err(|e| ApiError::Internal(format!("stored receipt of turn {turn_id}: {e}")));
+    }
+
+    // REFERS_TO: what prepare selected for this turn, plus what the caller cites.
+    let mut links = engine
+        .prepared
+        .lock()
+        .await
+        .get(&prepared_key(&req.scope, turn_id))
+        .cloned()
+        .unwrap_or_default();
+    links.extend(refers_to.iter().cloned());
+    links.sort();
+    links.dedup();
+    let link_meta = serde_json::json!({
+        "part_of": format!("conversation:{}", req.scope.session),
+        "refers_to": links,
+        "mode": req.mode,
+        "source": req.source,
+        "metadata": req.metadata,
+    });
+    let message = |role: Role, content: &str| MessageInput {
+        conversation_id: req.scope.session.clone(),
+        role,
+        content: content.to_string(),
+        ts: None,
+        turn_id: Some(turn_id.to_string()),
+        speaker: None,
+        metadata: Some(link_meta.clone()),
+    };
+    let receipts = engine
+        .ingestor
+        .record_messages(
+            &req.scope,
+            vec![
+                message(Role::User, &req.user_message),
+                message(Role::Assistant, &req.assistant_message),
+            ],
+        )
+        .await
+        .map_err(|e| match e {
+            IngestError::Conflict(m) => ApiError::TurnConflict(m),
+            other => other.into(),
+        })?;
+    let [user, assistant] = receipts.as_slice() else {
+        return Err(ApiError::Internal("expected two message receipts".into()));
+    };
+    let now = chrono::Utc::now();
+    let receipt = TurnReceipt {
+        turn_id: turn_id.to_string(),
+        user_message_ref: user.reference.clone(),
+        assistant_message_ref: assistant.reference.clone(),
+        stored_at: now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        digest: digest.clone(),
+    };
+    let mut record = StoredPoint::new(
+        PointKind::Turn,
+        &req.scope,
+        TrustOrigin::AgentOutput,
+        now.timestamp_millis(),
+    );
+    record.turn_id = Some(turn_id.to_string());
+    record.conversation_id = Some(req.scope.session.clone());
+    record.content_hash = Some(digest);
+    record.metadata = Some(serde_json::json!({
+        "receipt": receipt,
+        "refers_to": links,
+        "deleted": false,
+    }));
+    // The turn record is the commit point: written after both messages are stored.
+    engine
+        .store
+        .upsert(vec![UpsertPoint {
+            id: record_id,
+            dense: None,
+            bm25_text: None,
+            payload: record,
+        }])
+        .await?;
+    Ok(receipt)
+}

@@ -1,0 +1,54 @@
+//! Text embeddings for Cairn: a local ONNX model run by fastembed on a dedicated worker
+//! thread, with an on-disk embedding cache.
+//!
+//! - [`ModelSpec`] describes a model directory (pooling, prefixes, dimension, max tokens).
+//! - [`EmbedConfig`] finds the model and the ONNX Runtime library (set-up puts them under
+//!   `.cache/`; environment variables override).
+//! - [`Embedder`] is a cheap clonable handle. Embedding is CPU-bound and fastembed's `embed`
+//!   takes `&mut self`, so the model lives on one OS thread and async callers wait on a
+//!   channel: the tokio runtime never runs model inference. Query jobs jump the queue ahead
+//!   of document batches so recall stays fast during a bulk ingest.
+//! - [`EmbeddingCache`] keys vectors by (model id, prefixed text hash) so re-ingests and
+//!   evaluation re-runs never embed the same text twice.
+
+mod cache;
+mod config;
+mod worker;
+
+pub use cache::EmbeddingCache;
+pub use config::{EmbedConfig, ModelSpec, Pooling};
+pub use worker::Embedder;
+
+use cairn_models::ErrorKind;
+
+/// Errors of the embedding layer.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// Model files or the ONNX Runtime library are missing or unreadable.
+    #[error("embedding model unavailable: {0} (run scripts/setup.sh, or set CAIRN_MODEL_DIR / CAIRN_ORT_LIB)")]
+    ModelUnavailable(String),
+    /// The model directory is there but its description is wrong.
+    #[error("invalid model configuration: {0}")]
+    InvalidConfig(String),
+    /// Inference failed.
+    #[error("embedding failed: {0}")]
+    Inference(String),
+    /// The worker thread is gone (it panicked or shut down).
+    #[error("embedding worker stopped")]
+    WorkerStopped,
+    #[error("embedding cache I/O: {0}")]
+    Cache(#[from] std::io::Error),
+}
+
+impl EmbedError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            EmbedError::ModelUnavailable(_) | EmbedError::WorkerStopped => ErrorKind::Unavailable,
+            EmbedError::InvalidConfig(_) | EmbedError::Inference(_) | EmbedError::Cache(_) => {
+                ErrorKind::Internal
+            }
+        }
+    }
+}
+
+pub type Result<T, E = EmbedError> = std::result::Result<T, E>;

@@ -1,0 +1,396 @@
+//! The embedding worker: one OS thread owns the ONNX session.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::thread::JoinHandle;
+
+use fastembed::{InitOptionsUserDefined, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel};
+use tokio::sync::oneshot;
+
+use crate::cache::{CacheKey, EmbeddingCache};
+use crate::config::{EmbedConfig, ModelSpec, Pooling};
+use crate::{EmbedError, Result};
+
+type Reply = oneshot::Sender<Result<Vec<Vec<f32>>>>;
+
+struct Job {
+    texts: Vec<String>,
+    reply: Reply,
+}
+
+#[derive(Default)]
+struct Queues {
+    queries: VecDeque<Job>,
+    documents: VecDeque<Job>,
+    shutdown: bool,
+}
+
+struct Queue {
+    state: Mutex<Queues>,
+    ready: Condvar,
+}
+
+impl Queue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queues> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+struct Inner {
+    spec: ModelSpec,
+    model_id: String,
+    counter: tokenizers::Tokenizer,
+    cache: Option<EmbeddingCache>,
+    queue: Arc<Queue>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.queue.lock().shutdown = true;
+        self.queue.ready.notify_all();
+        if let Some(handle) = self.worker.lock().ok().and_then(|mut w| w.take()) {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// Handle to the embedding model. Clones share one model and one worker thread.
+#[derive(Clone)]
+pub struct Embedder {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Embedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Embedder")
+            .field("model_id", &self.inner.model_id)
+            .field("spec", &self.inner.spec)
+            .finish()
+    }
+}
+
+/// The ONNX Runtime library can be loaded once per process; every embedder shares it.
+fn ort_environment(lib: &Path) -> Result<ort::environment::Environment> {
+    static ENV: OnceLock<std::result::Result<ort::environment::Environment, String>> =
+        OnceLock::new();
+    ENV.get_or_init(|| {
+        if !lib.is_file() {
+            return Err(format!(
+                "ONNX Runtime library not found at {}",
+                lib.display()
+            ));
+        }
+        ort::init_from(lib)
+            .map_err(|e| format!("cannot load ONNX Runtime from {}: {e}", lib.display()))?
+            .with_name("cairn")
+            .build()
+            .map_err(|e| format!("cannot start ONNX Runtime: {e}"))
+    })
+    .clone()
+    .map_err(EmbedError::ModelUnavailable)
+}
+
+fn read(dir: &Path, name: &str) -> Result<Vec<u8>> {
+    let path = dir.join(name);
+    std::fs::read(&path)
+        .map_err(|e| EmbedError::ModelUnavailable(format!("{}: {e}", path.display())))
+}
+
+impl Embedder {
+    /// Loads the model (blocking: call it off the async runtime) and starts the worker.
+    /// With `cache_path`, vectors are cached on disk there.
+    pub fn open(config: &EmbedConfig, cache_path: Option<&Path>) -> Result<Self> {
+        let spec = ModelSpec::load(&config.model_dir)?;
+        let onnx = read(&config.model_dir, "model.onnx")?;
+        let tokenizer_json = read(&config.model_dir, "tokenizer.json")?;
+        let files = TokenizerFiles {
+            tokenizer_file: tokenizer_json.clone(),
+            config_file: read(&config.model_dir, "config.json")?,
+            special_tokens_map_file: read(&config.model_dir, "special_tokens_map.json")?,
+            tokenizer_config_file: read(&config.model_dir, "tokenizer_config.json")?,
+        };
+        let model_id = format!(
+            "{}-{}",
+            spec.name,
+            &cairn_models::ids::sha256_hex(&onnx)[..12]
+        );
+        let env = ort_environment(&config.ort_library)?;
+        let pooling = match spec.pooling {
+            Pooling::Cls => fastembed::Pooling::Cls,
+            Pooling::Mean => fastembed::Pooling::Mean,
+        };
+        let model = UserDefinedEmbeddingModel::new(onnx, files).with_pooling(pooling);
+        let mut options = InitOptionsUserDefined::new()
+            .with_environment(env)
+            .with_max_length(spec.max_tokens);
+        if let Some(threads) = config.intra_threads {
+            options = options.with_intra_threads(threads);
+        }
+        let engine = TextEmbedding::try_new_from_user_defined(model, options)
+            .map_err(|e| EmbedError::ModelUnavailable(format!("cannot load model: {e}")))?;
+
+        // A second tokenizer without truncation or padding, for counting tokens (chunk
+        // sizing, pack budgets): it must see the whole text.
+        let mut counter = tokenizers::Tokenizer::from_bytes(&tokenizer_json)
+            .map_err(|e| EmbedError::InvalidConfig(format!("tokenizer.json: {e}")))?;
+        counter
+            .with_truncation(None)
+            .map_err(|e| EmbedError::InvalidConfig(e.to_string()))?;
+        counter.with_padding(None);
+
+        let cache = match cache_path {
+            Some(dir) => Some(EmbeddingCache::open(
+                &dir.join(format!("{model_id}.bin")),
+                spec.dim,
+            )?),
+            None => None,
+        };
+
+        let queue = Arc::new(Queue {
+            state: Mutex::new(Queues::default()),
+            ready: Condvar::new(),
+        });
+        let worker_queue = Arc::clone(&queue);
+        let batch_size = config.batch_size.max(1);
+        let dim = spec.dim;
+        let handle = std::thread::Builder::new()
+            .name("cairn-embed".into())
+            .spawn(move || run_worker(engine, worker_queue, batch_size, dim))
+            .map_err(|e| EmbedError::ModelUnavailable(format!("cannot start worker: {e}")))?;
+
+        Ok(Embedder {
+            inner: Arc::new(Inner {
+                spec,
+                model_id,
+                counter,
+                cache,
+                queue,
+                worker: Mutex::new(Some(handle)),
+            }),
+        })
+    }
+
+    pub fn spec(&self) -> &ModelSpec {
+        &self.inner.spec
+    }
+
+    /// Model name plus a hash of its weights: the key space of the cache.
+    pub fn model_id(&self) -> &str {
+        &self.inner.model_id
+    }
+
+    /// The model's tokenizer, without truncation or padding.
+    pub fn tokenizer(&self) -> &tokenizers::Tokenizer {
+        &self.inner.counter
+    }
+
+    /// Number of model tokens in `text` (without special tokens).
+    pub fn count_tokens(&self, text: &str) -> usize {
+        self.inner
+            .counter
+            .encode_fast(text, false)
+            .map(|e| e.len())
+            .unwrap_or_else(|_| text.split_whitespace().count())
+    }
+
+    /// Embeds document texts (with the model's document prefix). Order is preserved.
+    pub async fn embed_documents(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>> {
+        let prefixed = prefix_all(&self.inner.spec.document_prefix, texts);
+        self.embed_cached(prefixed, false).await
+    }
+
+    /// Embeds one query (with the model's query prefix).
+    pub async fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
+        let text = format!("{}{query}", self.inner.spec.query_prefix);
+        let mut v = self.embed_cached(vec![text], true).await?;
+        v.pop().ok_or(EmbedError::WorkerStopped)
+    }
+
+    /// Blocking variant of [`Embedder::embed_documents`], for code already off the runtime.
+    pub fn embed_documents_blocking(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>> {
+        let prefixed = prefix_all(&self.inner.spec.document_prefix, texts);
+        let rx = self.submit_misses(prefixed, false)?;
+        rx.wait_blocking()
+    }
+
+    async fn embed_cached(&self, texts: Vec<String>, query: bool) -> Result<Vec<Vec<f32>>> {
+        self.submit_misses(texts, query)?.wait().await
+    }
+
+    /// Looks every text up in the cache and sends only the misses to the worker.
+    fn submit_misses(&self, texts: Vec<String>, query: bool) -> Result<Pending<'_>> {
+        let n = texts.len();
+        let mut out: Vec<Option<Vec<f32>>> = vec![None; n];
+        let mut keys: Vec<CacheKey> = Vec::new();
+        let mut miss_idx = Vec::new();
+        let mut miss_texts = Vec::new();
+        for (i, text) in texts.into_iter().enumerate() {
+            if let Some(cache) = &self.inner.cache {
+                let key = EmbeddingCache::key(&self.inner.model_id, &text);
+                if let Some(v) = cache.get(&key) {
+                    out[i] = Some(v);
+                    continue;
+                }
+                keys.push(key);
+            }
+            miss_idx.push(i);
+            miss_texts.push(text);
+        }
+        let rx = if miss_texts.is_empty() {
+            None
+        } else {
+            let (tx, rx) = oneshot::channel();
+            {
+                let mut q = self.inner.queue.lock();
+                if q.shutdown {
+                    return Err(EmbedError::WorkerStopped);
+                }
+                let job = Job {
+                    texts: miss_texts,
+                    reply: tx,
+                };
+                if query {
+                    q.queries.push_back(job);
+                } else {
+                    q.documents.push_back(job);
+                }
+            }
+            self.inner.queue.ready.notify_one();
+            Some(rx)
+        };
+        Ok(Pending {
+            embedder: self,
+            out,
+            keys,
+            miss_idx,
+            rx,
+        })
+    }
+}
+
+/// A submitted request: cache hits already filled in, misses on their way.
+struct Pending<'a> {
+    embedder: &'a Embedder,
+    out: Vec<Option<Vec<f32>>>,
+    keys: Vec<CacheKey>,
+    miss_idx: Vec<usize>,
+    rx: Option<oneshot::Receiver<Result<Vec<Vec<f32>>>>>,
+}
+
+impl Pending<'_> {
+    async fn wait(mut self) -> Result<Vec<Vec<f32>>> {
+        let computed = match self.rx.take() {
+            Some(rx) => rx.await.map_err(|_| EmbedError::WorkerStopped)??,
+            None => Vec::new(),
+        };
+        self.finish(computed)
+    }
+
+    fn wait_blocking(mut self) -> Result<Vec<Vec<f32>>> {
+        let computed = match self.rx.take() {
+            Some(rx) => rx
+                .blocking_recv()
+                .map_err(|_| EmbedError::WorkerStopped)??,
+            None => Vec::new(),
+        };
+        self.finish(computed)
+    }
+
+    fn finish(mut self, computed: Vec<Vec<f32>>) -> Result<Vec<Vec<f32>>> {
+        if computed.len() != self.miss_idx.len() {
+            return Err(EmbedError::Inference(format!(
+                "model returned {} vectors for {} texts",
+                computed.len(),
+                self.miss_idx.len()
+            )));
+        }
+        if let Some(cache) = &self.embedder.inner.cache {
+            let entries: Vec<(CacheKey, Vec<f32>)> = self
+                .keys
+                .iter()
+                .copied()
+                .zip(computed.iter().cloned())
+                .collect();
+            cache.put_many(&entries)?;
+        }
+        for (i, v) in self.miss_idx.iter().zip(computed) {
+            self.out[*i] = Some(v);
+        }
+        self.out
+            .into_iter()
+            .map(|v| v.ok_or(EmbedError::WorkerStopped))
+            .collect()
+    }
+}
+
+fn prefix_all(prefix: &str, texts: Vec<String>) -> Vec<String> {
+    if prefix.is_empty() {
+        texts
+    } else {
+        texts.into_iter().map(|t| format!("{prefix}{t}")).collect()
+    }
+}
+
+fn run_worker(mut engine: TextEmbedding, queue: Arc<Queue>, batch_size: usize, dim: usize) {
+    loop {
+        let job = {
+            let mut q = queue.lock();
+            loop {
+                if let Some(job) = q.queries.pop_front() {
+                    break Some(job);
+                }
+                if let Some(job) = q.documents.pop_front() {
+                    break Some(job);
+                }
+                if q.shutdown {
+                    break None;
+                }
+                q = queue.ready.wait(q).unwrap_or_else(|p| p.into_inner());
+            }
+        };
+        let Some(job) = job else { return };
+        let result = embed_grouped(&mut engine, &job.texts, batch_size, dim, &queue);
+        let _ = job.reply.send(result);
+    }
+}
+
+/// Embeds `texts` in batches of similar length (a batch is padded to its longest text), and
+/// serves waiting query jobs between batches.
+fn embed_grouped(
+    engine: &mut TextEmbedding,
+    texts: &[String],
+    batch_size: usize,
+    dim: usize,
+    queue: &Queue,
+) -> Result<Vec<Vec<f32>>> {
+    let mut order: Vec<usize> = (0..texts.len()).collect();
+    order.sort_by_key(|&i| texts[i].len());
+    let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+    for group in order.chunks(batch_size) {
+        let batch: Vec<&str> = group.iter().map(|&i| texts[i].as_str()).collect();
+        let vectors = engine
+            .embed(&batch, Some(batch.len()))
+            .map_err(|e| EmbedError::Inference(e.to_string()))?;
+        for (&i, v) in group.iter().zip(vectors) {
+            if v.len() != dim {
+                return Err(EmbedError::InvalidConfig(format!(
+                    "model produced {}-d vectors, cairn-model.json says {dim}",
+                    v.len()
+                )));
+            }
+            out[i] = v;
+        }
+        // Let queries through between document batches.
+        loop {
+            let next = queue.lock().queries.pop_front();
+            let Some(q) = next else { break };
+            let r = engine
+                .embed(&q.texts, None)
+                .map_err(|e| EmbedError::Inference(e.to_string()));
+            let _ = q.reply.send(r);
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,129 @@
+//! Conversation messages: the input format (JSON array or JSONL) and its validation.
+
+use cairn_models::Role;
+use serde::{Deserialize, Serialize};
+
+use crate::IngestError;
+
+/// One message to record, as given by a caller or a `.jsonl` file:
+/// `{conversation_id, role, content, ts?, turn_id?, speaker?, metadata?}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MessageInput {
+    pub conversation_id: String,
+    pub role: Role,
+    /// Stored verbatim: never summarized or rewritten.
+    pub content: String,
+    /// RFC 3339 time or Unix epoch milliseconds; defaults to the time of recording.
+    #[serde(default)]
+    pub ts: Option<Timestamp>,
+    /// The agent turn this message belongs to. With a turn id, a replay of the same turn
+    /// collapses onto the same point.
+    #[serde(default)]
+    pub turn_id: Option<String>,
+    /// Display name of the speaker, if any.
+    #[serde(default)]
+    pub speaker: Option<String>,
+    #[serde(default)]
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// A timestamp as RFC 3339 text or epoch milliseconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Timestamp {
+    Millis(i64),
+    Text(String),
+}
+
+impl Timestamp {
+    pub fn to_millis(&self) -> Result<i64, IngestError> {
+        match self {
+            Timestamp::Millis(ms) => Ok(*ms),
+            Timestamp::Text(s) => chrono::DateTime::parse_from_rfc3339(s)
+                .map(|d| d.timestamp_millis())
+                .map_err(|e| IngestError::InvalidInput(format!("timestamp {s:?}: {e}"))),
+        }
+    }
+}
+
+/// Parses messages from a JSON array or JSON Lines. Errors name the line.
+pub fn parse_messages(input: &str) -> Result<Vec<MessageInput>, IngestError> {
+    let trimmed = input.trim_start();
+    if trimmed.starts_with('[') {
+        return serde_json::from_str(trimmed)
+            .map_err(|e| IngestError::InvalidInput(format!("messages JSON: {e}")));
+    }
+    let mut out = Vec::new();
+    for (i, line) in input.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let m: MessageInput = serde_json::from_str(line)
+            .map_err(|e| IngestError::InvalidInput(format!("messages line {}: {e}", i + 1)))?;
+        out.push(m);
+    }
+    Ok(out)
+}
+
+impl MessageInput {
+    /// Checks ids and content.
+    pub fn validate(&self) -> Result<(), IngestError> {
+        cairn_models::scope::validate_component("conversation_id", &self.conversation_id)
+            .map_err(|e| IngestError::InvalidInput(e.to_string()))?;
+        if let Some(t) = &self.turn_id {
+            cairn_models::scope::validate_component("turn_id", t)
+                .map_err(|e| IngestError::InvalidInput(e.to_string()))?;
+        }
+        if self.content.trim().is_empty() {
+            return Err(IngestError::InvalidInput(format!(
+                "empty {} message in conversation {}",
+                self.role.as_str(),
+                self.conversation_id
+            )));
+        }
+        if let Some(ts) = &self.ts {
+            ts.to_millis()?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_jsonl_and_arrays() {
+        let jsonl = r#"{"conversation_id":"c1","role":"user","content":"hi","ts":"2024-05-01T10:00:00Z"}
+
+{"conversation_id":"c1","role":"assistant","content":"hello","turn_id":"t1","ts":1714557600000}"#;
+        let m = parse_messages(jsonl).unwrap();
+        assert_eq!(m.len(), 2);
+        assert_eq!(
+            m[0].ts.as_ref().unwrap().to_millis().unwrap(),
+            1714557600000
+        );
+        assert_eq!(m[1].role, Role::Assistant);
+        let arr = r#"[{"conversation_id":"c","role":"tool","content":"x"}]"#;
+        assert_eq!(parse_messages(arr).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let bad =
+            "{\"conversation_id\":\"c\",\"role\":\"user\",\"content\":\"a\"}\n{\"role\":\"robot\"}";
+        let err = parse_messages(bad).unwrap_err().to_string();
+        assert!(err.contains("line 2"), "{err}");
+        let m = MessageInput {
+            conversation_id: "bad id".into(),
+            role: Role::User,
+            content: "x".into(),
+            ts: None,
+            turn_id: None,
+            speaker: None,
+            metadata: None,
+        };
+        assert!(m.validate().is_err());
+    }
+}

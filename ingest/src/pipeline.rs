@@ -1,0 +1,750 @@
+//! The streaming ingest pipeline and message recording.
+//!
+//! Documents flow through three stages joined by bounded channels (backpressure: a slow
+//! stage stops the ones before it instead of buffering the whole corpus in memory):
+//!
+//! 1. prepare — up to `extract_concurrency` documents at once on the blocking pool: read,
+//!    extract, hash; unchanged documents stop here (one registry lookup, no chunking or
+//!    embedding); the rest are chunked.
+//! 2. embed — the embedder's worker thread (batched by length, cached).
+//! 3. write — chunks upserted in batches, then the registry flip, then the old version's
+//!    chunks deleted. Success is reported only after the store accepted all of it.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use cairn_embed::Embedder;
+use cairn_models::ids::{
+    chunk_point_id, document_id, document_record_id, message_point_id, sha256_hex,
+};
+use cairn_models::{Partition, PointKind, Role, Scope, StoredPoint, TrustOrigin};
+use cairn_store::{Filter, MemoryStore, UpsertPoint};
+use serde::Serialize;
+use tokio::sync::{mpsc, Mutex, Semaphore};
+use uuid::Uuid;
+
+use crate::chunk::{Chunk, ChunkSettings, Chunker};
+use crate::extract::{extract, Extracted, MediaType};
+use crate::messages::MessageInput;
+use crate::{now_millis, IngestError};
+
+/// Pipeline settings.
+#[derive(Debug, Clone)]
+pub struct IngestConfig {
+    pub chunk: ChunkSettings,
+    /// Largest file accepted, in bytes.
+    pub max_file_bytes: u64,
+    /// Documents extracted and chunked at once.
+    pub extract_concurrency: usize,
+    /// Points per store write.
+    pub write_batch: usize,
+    /// Capacity of the channels between stages (in documents).
+    pub channel_capacity: usize,
+}
+
+impl IngestConfig {
+    pub fn for_model(model_max_tokens: usize) -> Self {
+        IngestConfig {
+            chunk: ChunkSettings::for_model(model_max_tokens),
+            max_file_bytes: 64 * 1024 * 1024,
+            extract_concurrency: 2,
+            write_batch: 128,
+            channel_capacity: 8,
+        }
+    }
+}
+
+/// Where a document's bytes come from.
+#[derive(Debug, Clone)]
+pub enum DocSource {
+    /// A file; the media type follows the extension.
+    Path(PathBuf),
+    /// Bytes of a known media type (HTTP uploads, generated corpora).
+    Bytes {
+        bytes: Vec<u8>,
+        media_type: MediaType,
+    },
+}
+
+/// One document to ingest. `source` is its stable key (a file path or a caller key): the same
+/// source with new content is a new version of the same document.
+#[derive(Debug, Clone)]
+pub struct DocumentInput {
+    pub source: String,
+    pub content: DocSource,
+    pub metadata: Option<serde_json::Value>,
+}
+
+impl DocumentInput {
+    pub fn file(path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        DocumentInput {
+            source: path.display().to_string(),
+            content: DocSource::Path(path),
+            metadata: None,
+        }
+    }
+
+    pub fn text(source: impl Into<String>, text: impl Into<String>, media_type: MediaType) -> Self {
+        DocumentInput {
+            source: source.into(),
+            content: DocSource::Bytes {
+                bytes: text.into().into_bytes(),
+                media_type,
+            },
+            metadata: None,
+        }
+    }
+}
+
+/// What happened to a document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DocStatus {
+    Created,
+    Updated,
+    Unchanged,
+}
+
+/// Result of ingesting one document.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DocumentReport {
+    pub source: String,
+    pub doc_id: String,
+    pub version: u32,
+    pub chunks: u32,
+    pub status: DocStatus,
+    pub media_type: String,
+    pub warnings: Vec<String>,
+}
+
+/// Result of one input.
+#[derive(Debug)]
+pub struct Outcome {
+    pub source: String,
+    pub result: Result<DocumentReport, IngestError>,
+}
+
+/// Progress events, for progress bars.
+#[derive(Debug, Clone)]
+pub enum Progress {
+    /// A document was chunked into this many chunks and goes to embedding.
+    Chunked { chunks: usize },
+    /// Chunks were written.
+    Written { chunks: usize },
+    /// An input finished (successfully or not).
+    Finished,
+}
+
+/// Receipt of a recorded message.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MessageReceipt {
+    pub id: Uuid,
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub conversation_id: String,
+    pub seq: u64,
+    pub role: Role,
+    /// False when an identical message was already stored (a replay).
+    pub created: bool,
+}
+
+struct Prepared {
+    source: String,
+    doc_id: String,
+    content_hash: String,
+    media_type: MediaType,
+    chunks: Vec<Chunk>,
+    warnings: Vec<String>,
+    metadata: Option<serde_json::Value>,
+}
+
+struct Embedded {
+    prepared: Prepared,
+    vectors: Vec<Vec<f32>>,
+}
+
+/// The write path. Cheap to share behind an `Arc`.
+#[derive(Debug)]
+pub struct Ingestor {
+    store: Arc<dyn MemoryStore>,
+    embedder: Embedder,
+    chunker: Chunker,
+    config: IngestConfig,
+    /// Serializes registry read → write → flip, so concurrent ingests of one source cannot
+    /// both claim the same version.
+    commit: Mutex<()>,
+    /// Next sequence number per (partition, conversation), loaded lazily from the store.
+    /// Holding it also serializes message writes.
+    seqs: Mutex<HashMap<(String, String), u64>>,
+}
+
+impl Ingestor {
+    pub fn new(
+        store: Arc<dyn MemoryStore>,
+        embedder: Embedder,
+        config: IngestConfig,
+    ) -> Result<Self, IngestError> {
+        config.chunk.validate(embedder.spec().max_tokens)?;
+        let chunker = Chunker::new(embedder.tokenizer().clone(), config.chunk);
+        Ok(Ingestor {
+            store,
+            embedder,
+            chunker,
+            config,
+            commit: Mutex::new(()),
+            seqs: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn store(&self) -> &Arc<dyn MemoryStore> {
+        &self.store
+    }
+
+    pub fn embedder(&self) -> &Embedder {
+        &self.embedder
+    }
+
+    pub fn config(&self) -> &IngestConfig {
+        &self.config
+    }
+
+    /// Ingests documents through the pipeline. Every input gets an [`Outcome`]; a failing
+    /// input never stops the others. `progress` is called from the pipeline's tasks.
+    pub async fn ingest_documents(
+        self: &Arc<Self>,
+        scope: &Scope,
+        inputs: Vec<DocumentInput>,
+        progress: Arc<dyn Fn(Progress) + Send + Sync>,
+    ) -> Vec<Outcome> {
+        let mut outcomes = Vec::with_capacity(inputs.len());
+        if let Err(e) = scope.validate() {
+            for input in inputs {
+                outcomes.push(Outcome {
+                    source: input.source,
+                    result: Err(IngestError::InvalidInput(e.to_string())),
+                });
+            }
+            return outcomes;
+        }
+        // A source given twice in one batch would race with itself: keep the first.
+        let mut seen = std::collections::HashSet::new();
+        let mut unique = Vec::with_capacity(inputs.len());
+        for input in inputs {
+            if seen.insert(input.source.clone()) {
+                unique.push(input);
+            } else {
+                outcomes.push(Outcome {
+                    result: Err(IngestError::InvalidInput(format!(
+                        "source {} appears more than once in the batch",
+                        input.source
+                    ))),
+                    source: input.source,
+                });
+                progress(Progress::Finished);
+            }
+        }
+
+        let cap = self.config.channel_capacity.max(1);
+        let (prep_tx, mut prep_rx) = mpsc::channel::<Prepared>(cap);
+        let (emb_tx, mut emb_rx) = mpsc::channel::<Embedded>(cap);
+        let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Outcome>();
+
+        // Stage 1: prepare, with bounded concurrency.
+        let stage1 = {
+            let this = Arc::clone(self);
+            let scope = scope.clone();
+            let out_tx = out_tx.clone();
+            let progress = Arc::clone(&progress);
+            tokio::spawn(async move {
+                let permits = Arc::new(Semaphore::new(this.config.extract_concurrency.max(1)));
+                let mut tasks = tokio::task::JoinSet::new();
+                for input in unique {
+                    let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
+                        break;
+                    };
+                    let this = Arc::clone(&this);
+                    let scope = scope.clone();
+                    let prep_tx = prep_tx.clone();
+                    let out_tx = out_tx.clone();
+                    let progress = Arc::clone(&progress);
+                    tasks.spawn(async move {
+                        let source = input.source.clone();
+                        match this.prepare(&scope, input).await {
+                            Ok(Ok(prepared)) => {
+                                progress(Progress::Chunked {
+                                    chunks: prepared.chunks.len(),
+                                });
+                                drop(permit);
+                                // Waits while later stages are full: backpressure.
+                                let _ = prep_tx.send(prepared).await;
+                            }
+                            Ok(Err(report)) => {
+                                let _ = out_tx.send(Outcome {
+                                    source,
+                                    result: Ok(report),
+                                });
+                                progress(Progress::Finished);
+                            }
+                            Err(e) => {
+                                let _ = out_tx.send(Outcome {
+                                    source,
+                                    result: Err(e),
+                                });
+                                progress(Progress::Finished);
+                            }
+                        }
+                    });
+                }
+                while tasks.join_next().await.is_some() {}
+            })
+        };
+
+        // Stage 2: embed.
+        let stage2 = {
+            let this = Arc::clone(self);
+            let out_tx = out_tx.clone();
+            let progress = Arc::clone(&progress);
+            tokio::spawn(async move {
+                while let Some(prepared) = prep_rx.recv().await {
+                    let texts = prepared.chunks.iter().map(Chunk::embedding_text).collect();
+                    match this.embedder.embed_documents(texts).await {
+                        Ok(vectors) => {
+                            if emb_tx.send(Embedded { prepared, vectors }).await.is_err() {
+                                break;
+                            }
+                        }
+                        Err(e) => {
+                            let _ = out_tx.send(Outcome {
+                                source: prepared.source,
+                                result: Err(e.into()),
+                            });
+                            progress(Progress::Finished);
+                        }
+                    }
+                }
+            })
+        };
+
+        // Stage 3: write.
+        let stage3 = {
+            let this = Arc::clone(self);
+            let scope = scope.clone();
+            let progress = Arc::clone(&progress);
+            tokio::spawn(async move {
+                while let Some(embedded) = emb_rx.recv().await {
+                    let source = embedded.prepared.source.clone();
+                    let result = this.write_document(&scope, embedded, &progress).await;
+                    let _ = out_tx.send(Outcome { source, result });
+                    progress(Progress::Finished);
+                }
+            })
+        };
+
+        for stage in [stage1, stage2, stage3] {
+            if let Err(e) = stage.await {
+                tracing::error!("ingest stage failed: {e}");
+            }
+        }
+        while let Some(outcome) = out_rx.recv().await {
+            outcomes.push(outcome);
+        }
+        outcomes
+    }
+
+    /// Reads, extracts and hashes one input. `Ok(Err(report))` means unchanged (done).
+    async fn prepare(
+        &self,
+        scope: &Scope,
+        input: DocumentInput,
+    ) -> Result<Result<Prepared, DocumentReport>, IngestError> {
+        let source = input.source.clone();
+        let max = self.config.max_file_bytes;
+        let extracted: Extracted =
+            tokio::task::spawn_blocking(move || -> Result<Extracted, IngestError> {
+                let (bytes, media_type) = match input.content {
+                    DocSource::Path(path) => {
+                        let name = path.display().to_string();
+                        let media_type = MediaType::from_path(&name).ok_or_else(|| {
+                            IngestError::UnsupportedMedia {
+                                source_name: name.clone(),
+                                reason: "expected .txt, .md or .pdf".into(),
+                            }
+                        })?;
+                        let meta = std::fs::metadata(&path).map_err(|e| match e.kind() {
+                            std::io::ErrorKind::NotFound => IngestError::NotFound {
+                                source_name: name.clone(),
+                            },
+                            _ => IngestError::Io {
+                                path: name.clone(),
+                                source: e,
+                            },
+                        })?;
+                        if meta.len() > max {
+                            return Err(IngestError::TooLarge {
+                                source_name: name,
+                                size: meta.len(),
+                                limit: max,
+                            });
+                        }
+                        let bytes = std::fs::read(&path).map_err(|e| IngestError::Io {
+                            path: name.clone(),
+                            source: e,
+                        })?;
+                        (bytes, media_type)
+                    }
+                    DocSource::Bytes { bytes, media_type } => {
+                        if bytes.len() as u64 > max {
+                            return Err(IngestError::TooLarge {
+                                source_name: input.source.clone(),
+                                size: bytes.len() as u64,
+                                limit: max,
+                            });
+                        }
+                        (bytes, media_type)
+                    }
+                };
+                extract(&input.source, &bytes, media_type)
+            })
+            .await
+            .map_err(|e| IngestError::Internal(format!("extraction task: {e}")))??;
+
+        let doc_id = document_id(&extracted.text);
+        let partition = scope.partition();
+        if let Some(current) = self.current_record(&partition, &source).await? {
+            if current.doc_id.as_deref() == Some(doc_id.as_str()) {
+                // Unchanged. Finish any retirement a crash interrupted, then stop.
+                self.retire_old_versions(&partition, &source, &doc_id)
+                    .await?;
+                return Ok(Err(DocumentReport {
+                    source,
+                    doc_id,
+                    version: current.version.unwrap_or(1),
+                    chunks: current.chunk_count.unwrap_or(0),
+                    status: DocStatus::Unchanged,
+                    media_type: extracted.media_type.as_str().to_string(),
+                    warnings: extracted.warnings,
+                }));
+            }
+        }
+
+        let chunker = self.chunker.clone();
+        let content_hash = sha256_hex(extracted.text.as_bytes());
+        let (chunks, extracted) =
+            tokio::task::spawn_blocking(move || chunker.chunk(&extracted).map(|c| (c, extracted)))
+                .await
+                .map_err(|e| IngestError::Internal(format!("chunking task: {e}")))??;
+        if chunks.is_empty() {
+            return Err(IngestError::Empty {
+                source_name: source,
+            });
+        }
+        Ok(Ok(Prepared {
+            source,
+            doc_id,
+            content_hash,
+            media_type: extracted.media_type,
+            chunks,
+            warnings: extracted.warnings,
+            metadata: input.metadata,
+        }))
+    }
+
+    /// The registry record of `source`, if any.
+    pub async fn current_record(
+        &self,
+        partition: &Partition,
+        source: &str,
+    ) -> Result<Option<StoredPoint>, IngestError> {
+        let id = document_record_id(partition, source);
+        Ok(self
+            .store
+            .retrieve(partition, &[id], false)
+            .await?
+            .into_iter()
+            .next()
+            .map(|h| h.point))
+    }
+
+    /// Deletes chunks of `source` that do not belong to `current_doc_id`.
+    async fn retire_old_versions(
+        &self,
+        partition: &Partition,
+        source: &str,
+        current_doc_id: &str,
+    ) -> Result<(), IngestError> {
+        let stale = Filter::new()
+            .eq("kind", PointKind::Chunk.as_str())
+            .eq("source", source)
+            .not_eq("doc_id", current_doc_id);
+        if self.store.count(partition, stale.clone()).await? > 0 {
+            self.store.delete_where(partition, stale).await?;
+        }
+        Ok(())
+    }
+
+    async fn write_document(
+        &self,
+        scope: &Scope,
+        embedded: Embedded,
+        progress: &Arc<dyn Fn(Progress) + Send + Sync>,
+    ) -> Result<DocumentReport, IngestError> {
+        let Embedded { prepared, vectors } = embedded;
+        let partition = scope.partition();
+        let _commit = self.commit.lock().await;
+        let previous = self.current_record(&partition, &prepared.source).await?;
+        let (status, version) = match &previous {
+            Some(p) if p.doc_id.as_deref() == Some(prepared.doc_id.as_str()) => {
+                (DocStatus::Unchanged, p.version.unwrap_or(1))
+            }
+            Some(p) => (DocStatus::Updated, p.version.unwrap_or(0) + 1),
+            None => (DocStatus::Created, 1),
+        };
+        let now = now_millis();
+        let n_chunks = prepared.chunks.len() as u32;
+        if status != DocStatus::Unchanged {
+            let mut points = Vec::with_capacity(prepared.chunks.len());
+            for (chunk, vector) in prepared.chunks.iter().zip(vectors) {
+                let mut p = StoredPoint::new(PointKind::Chunk, scope, TrustOrigin::Document, now);
+                p.text = Some(chunk.text.clone());
+                p.source = Some(prepared.source.clone());
+                p.doc_id = Some(prepared.doc_id.clone());
+                p.version = Some(version);
+                p.chunk_index = Some(chunk.index);
+                p.span = Some(chunk.span);
+                p.page = chunk.page;
+                p.heading = chunk.heading.clone();
+                p.media_type = Some(prepared.media_type.as_str().to_string());
+                p.content_hash = Some(prepared.content_hash.clone());
+                p.metadata = prepared.metadata.clone();
+                points.push(UpsertPoint {
+                    id: chunk_point_id(&partition, &prepared.source, &prepared.doc_id, chunk.index),
+                    dense: Some(vector),
+                    bm25_text: Some(chunk.embedding_text()),
+                    payload: p,
+                });
+            }
+            let batch = self.config.write_batch.max(1);
+            while !points.is_empty() {
+                let rest = points.split_off(points.len().min(batch));
+                let n = points.len();
+                self.store
+                    .upsert(std::mem::replace(&mut points, rest))
+                    .await?;
+                progress(Progress::Written { chunks: n });
+            }
+            // The commit point: the registry now names the new version.
+            let mut record =
+                StoredPoint::new(PointKind::Document, scope, TrustOrigin::Document, now);
+            record.source = Some(prepared.source.clone());
+            record.doc_id = Some(prepared.doc_id.clone());
+            record.version = Some(version);
+            record.chunk_count = Some(n_chunks);
+            record.media_type = Some(prepared.media_type.as_str().to_string());
+            record.content_hash = Some(prepared.content_hash.clone());
+            record.metadata = prepared.metadata.clone();
+            self.store
+                .upsert(vec![UpsertPoint {
+                    id: document_record_id(&partition, &prepared.source),
+                    dense: None,
+                    bm25_text: None,
+                    payload: record,
+                }])
+                .await?;
+        }
+        self.retire_old_versions(&partition, &prepared.source, &prepared.doc_id)
+            .await?;
+        Ok(DocumentReport {
+            source: prepared.source,
+            doc_id: prepared.doc_id,
+            version,
+            chunks: n_chunks,
+            status,
+            media_type: prepared.media_type.as_str().to_string(),
+            warnings: prepared.warnings,
+        })
+    }
+
+    /// Records conversation messages verbatim. The batch is validated first and rejected
+    /// whole if any message is invalid. A message whose point already exists with the same
+    /// content is a replay (not written again); a turn id reused with different content is a
+    /// conflict and nothing of the batch is written.
+    pub async fn record_messages(
+        &self,
+        scope: &Scope,
+        messages: Vec<MessageInput>,
+    ) -> Result<Vec<MessageReceipt>, IngestError> {
+        scope
+            .validate()
+            .map_err(|e| IngestError::InvalidInput(e.to_string()))?;
+        for (i, m) in messages.iter().enumerate() {
+            m.validate()
+                .map_err(|e| IngestError::InvalidInput(format!("message {i}: {e}")))?;
+        }
+        let partition = scope.partition();
+        let mut seqs = self.seqs.lock().await;
+
+        // Deterministic ids; identical messages without a turn id inside one batch are told
+        // apart by their occurrence number, so replaying a file maps each onto itself.
+        let mut occurrences: HashMap<String, u32> = HashMap::new();
+        let mut ids = Vec::with_capacity(messages.len());
+        for m in &messages {
+            let key = match &m.turn_id {
+                Some(t) => format!("turn:{t}"),
+                None => {
+                    let ts = m.ts.as_ref().map(|t| format!("{t:?}")).unwrap_or_default();
+                    let base = sha256_hex(
+                        format!("{}\0{}\0{}", m.role.as_str(), m.content, ts).as_bytes(),
+                    );
+                    let n = occurrences.entry(base.clone()).or_insert(0);
+                    *n += 1;
+                    format!("hash:{}:{}", &base[..32], n)
+                }
+            };
+            ids.push(message_point_id(scope, &m.conversation_id, &key, m.role));
+        }
+        let existing: HashMap<Uuid, StoredPoint> = self
+            .store
+            .retrieve(&partition, &ids, false)
+            .await?
+            .into_iter()
+            .map(|h| (h.id, h.point))
+            .collect();
+        for (m, id) in messages.iter().zip(&ids) {
+            if let Some(p) = existing.get(id) {
+                if p.text.as_deref() != Some(m.content.as_str()) {
+                    return Err(IngestError::Conflict(format!(
+                        "turn {} already has a different {} message in conversation {}",
+                        m.turn_id.as_deref().unwrap_or("?"),
+                        m.role.as_str(),
+                        m.conversation_id
+                    )));
+                }
+            }
+        }
+
+        let now = now_millis();
+        let mut receipts = Vec::with_capacity(messages.len());
+        let mut to_write = Vec::new();
+        let mut texts = Vec::new();
+        let mut claimed: HashMap<Uuid, u64> = HashMap::new();
+        for (m, id) in messages.iter().zip(&ids) {
+            if let Some(p) = existing.get(id) {
+                receipts.push(MessageReceipt {
+                    id: *id,
+                    reference: p.reference(),
+                    conversation_id: m.conversation_id.clone(),
+                    seq: p.seq.unwrap_or(0),
+                    role: m.role,
+                    created: false,
+                });
+                continue;
+            }
+            if let Some(seq) = claimed.get(id) {
+                // The same message twice in this batch (same turn and role): one point.
+                receipts.push(MessageReceipt {
+                    id: *id,
+                    reference: format!("msg:{}/{seq}", m.conversation_id),
+                    conversation_id: m.conversation_id.clone(),
+                    seq: *seq,
+                    role: m.role,
+                    created: false,
+                });
+                continue;
+            }
+            let seq = self
+                .next_seq(&mut seqs, &partition, &m.conversation_id)
+                .await?;
+            claimed.insert(*id, seq);
+            let mut p = StoredPoint::new(
+                PointKind::Message,
+                scope,
+                m.role.trust(),
+                match &m.ts {
+                    Some(ts) => ts.to_millis()?,
+                    None => now,
+                },
+            );
+            p.text = Some(m.content.clone());
+            p.conversation_id = Some(m.conversation_id.clone());
+            p.seq = Some(seq);
+            p.turn_id = m.turn_id.clone();
+            p.role = Some(m.role);
+            p.speaker = m.speaker.clone();
+            p.source = Some(format!("conversation:{}", m.conversation_id));
+            p.content_hash = Some(sha256_hex(m.content.as_bytes()));
+            p.metadata = m.metadata.clone();
+            let text = match &m.speaker {
+                Some(s) => format!("{s}: {}", m.content),
+                None => m.content.clone(),
+            };
+            receipts.push(MessageReceipt {
+                id: *id,
+                reference: p.reference(),
+                conversation_id: m.conversation_id.clone(),
+                seq,
+                role: m.role,
+                created: true,
+            });
+            texts.push(text);
+            to_write.push((*id, p));
+        }
+        if !to_write.is_empty() {
+            let vectors = self.embedder.embed_documents(texts.clone()).await?;
+            let points = to_write
+                .into_iter()
+                .zip(vectors)
+                .zip(texts)
+                .map(|(((id, payload), v), text)| UpsertPoint {
+                    id,
+                    dense: Some(v),
+                    bm25_text: Some(text),
+                    payload,
+                })
+                .collect();
+            if let Err(e) = self.store.upsert(points).await {
+                // Sequence numbers handed out above were not used: reload them next time.
+                seqs.clear();
+                return Err(e.into());
+            }
+        }
+        Ok(receipts)
+    }
+
+    async fn next_seq(
+        &self,
+        seqs: &mut HashMap<(String, String), u64>,
+        partition: &Partition,
+        conversation: &str,
+    ) -> Result<u64, IngestError> {
+        let key = (partition.key(), conversation.to_string());
+        if let Some(next) = seqs.get_mut(&key) {
+            let seq = *next;
+            *next += 1;
+            return Ok(seq);
+        }
+        // First use in this process: continue after the highest stored sequence number.
+        let filter = Filter::new()
+            .eq("kind", PointKind::Message.as_str())
+            .eq("conversation_id", conversation);
+        let mut max: Option<u64> = None;
+        let mut offset = None;
+        loop {
+            let (page, next) = self
+                .store
+                .scroll(partition, filter.clone(), 512, offset)
+                .await?;
+            for h in page {
+                max = max.max(h.point.seq);
+            }
+            match next {
+                Some(n) => offset = Some(n),
+                None => break,
+            }
+        }
+        let seq = max.map_or(0, |m| m + 1);
+        seqs.insert(key, seq + 1);
+        Ok(seq)
+    }
+}

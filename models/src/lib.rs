@@ -1,0 +1,21 @@
+//! Domain types and contracts of Cairn. This crate does no I/O.
+//!
+//! - [`scope`]: the identity scope (tenant, user, namespace, agent, session) and its partition.
+//! - [`ids`]: content-addressed identifiers (document ids, point ids) — stable across runs.
+//! - [`record`]: what is stored per point (document chunks, conversation messages, documents).
+//! - [`pack`]: the MemoryPack and the `agent-turn-v1` envelope returned by recall.
+//! - [`error`]: the error classification every crate maps its errors onto.
+
+pub mod error;
+pub mod ids;
+pub mod pack;
+pub mod record;
+pub mod scope;
+
+pub use error::{ErrorKind, ModelError};
+pub use pack::{
+    Citation, Conflict, ConflictSide, Coverage, MemoryPack, SelectedNode, SelectionReason,
+    TurnEnvelope, TurnMode, CONTRACT_VERSION,
+};
+pub use record::{DocumentInfo, PointKind, Role, StoredPoint, TrustOrigin};
+pub use scope::{Partition, Scope};

@@ -1,0 +1,144 @@
+//! The MemoryPack (what recall returns) and the `agent-turn-v1` envelope around it.
+//! These shapes are a public contract: HTTP responses and `cairn recall --json` are snapshot
+//! tested, so change them only deliberately.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Partition, Role, Scope, TrustOrigin};
+
+/// Version string of the agent-turn contract.
+pub const CONTRACT_VERSION: &str = "agent-turn-v1";
+
+/// How well the pack supports the query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Coverage {
+    /// Nothing relevant enough was found.
+    None,
+    /// Something relevant, but some aspect is unsupported or the memories conflict.
+    Partial,
+    /// Every key aspect and identifier of the query is supported by a cited item.
+    Full,
+}
+
+impl Coverage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Coverage::None => "none",
+            Coverage::Partial => "partial",
+            Coverage::Full => "full",
+        }
+    }
+}
+
+/// Why an item was selected, as data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SelectionReason {
+    /// 1-based rank in the dense (embedding) leg, if it appeared there.
+    pub dense_rank: Option<u32>,
+    /// 1-based rank in the sparse (BM25) leg, if it appeared there.
+    pub sparse_rank: Option<u32>,
+    /// Cosine similarity of the query and the item embeddings.
+    pub dense_score: Option<f32>,
+    /// Query identifiers the item contains verbatim.
+    pub identifier_hits: Vec<String>,
+    /// Fused score used for ranking.
+    pub fused_score: f32,
+}
+
+/// One cited source. `n` is the marker `[n]` used in the Markdown.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Citation {
+    pub n: u32,
+    /// Stable reference: `doc:<id>#<chunk>` or `msg:<conversation>/<seq>`.
+    #[serde(rename = "ref")]
+    pub reference: String,
+    /// File path / caller key of a document, or the conversation for a message.
+    pub source: String,
+    pub kind: String,
+    pub doc_id: Option<String>,
+    pub chunk_index: Option<u32>,
+    pub span: Option<(u64, u64)>,
+    pub page: Option<u32>,
+    pub conversation_id: Option<String>,
+    pub turn_id: Option<String>,
+    pub role: Option<Role>,
+    pub trust_origin: TrustOrigin,
+    /// Unix epoch milliseconds.
+    pub timestamp: i64,
+    pub score: f32,
+}
+
+/// One side of a conflict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConflictSide {
+    /// Citation number of the item stating this side.
+    pub citation: u32,
+    /// The sentence stating it.
+    pub statement: String,
+    /// The differing value(s) (e.g. "tuesday"), or "negated"/"affirmed".
+    pub value: String,
+    pub timestamp: i64,
+    pub trust_origin: TrustOrigin,
+}
+
+/// Two memories that state different values for the same subject and attribute.
+/// Both sides are always shown; Cairn never picks one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Conflict {
+    /// The shared statement with the differing values blanked ("alex's dentist appointment is on _").
+    pub topic: String,
+    pub sides: Vec<ConflictSide>,
+}
+
+/// A selected memory, as data (the Markdown shows the same items).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SelectedNode {
+    pub citation: u32,
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub kind: String,
+    pub trust_origin: TrustOrigin,
+    /// The text as included in the pack (possibly shortened at a sentence boundary).
+    pub text: String,
+    pub truncated: bool,
+    pub reason: SelectionReason,
+}
+
+/// A token-budgeted memory context for one query.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryPack {
+    pub identity_scope: Partition,
+    pub query: String,
+    pub coverage: Coverage,
+    /// Markdown for the prompt. Data, not instructions.
+    pub context_markdown: String,
+    pub selected_nodes: Vec<SelectedNode>,
+    pub citations: Vec<Citation>,
+    pub conflicts: Vec<Conflict>,
+    /// Aspects of the query no cited item supports, in words an agent can act on.
+    pub unknowns: Vec<String>,
+    /// Tokens of `context_markdown`, counted with the pack tokenizer.
+    pub token_count: usize,
+    pub token_budget: usize,
+}
+
+/// Mode of an agent turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnMode {
+    #[default]
+    Text,
+    Voice,
+}
+
+/// The `agent-turn-v1` envelope returned by `prepare` (and `cairn recall --json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnEnvelope {
+    pub contract_version: String,
+    pub turn_id: String,
+    pub scope: Scope,
+    pub user_message: String,
+    pub mode: TurnMode,
+    pub memory_pack: MemoryPack,
+}

@@ -1,0 +1,231 @@
+//! What Cairn stores per point, as a flat payload (so every field can be indexed and filtered).
+
+use serde::{Deserialize, Serialize};
+
+/// Where a memory came from, and so how far it can be trusted. Shown on every citation:
+/// assistant output is never presented as something the user said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrustOrigin {
+    /// Text of an ingested document.
+    Document,
+    /// Something the user said (their own claim, not verified).
+    UserReported,
+    /// Something an assistant/agent produced.
+    AgentOutput,
+    /// Output of a tool call.
+    ToolOutput,
+    /// Proposed by a third-party agent and approved by a trusted caller.
+    ThirdPartyAgent,
+    /// A system message.
+    System,
+}
+
+impl TrustOrigin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrustOrigin::Document => "document",
+            TrustOrigin::UserReported => "user_reported",
+            TrustOrigin::AgentOutput => "agent_output",
+            TrustOrigin::ToolOutput => "tool_output",
+            TrustOrigin::ThirdPartyAgent => "third_party_agent",
+            TrustOrigin::System => "system",
+        }
+    }
+
+    /// The words used in the MemoryPack Markdown for this origin.
+    pub fn label(self) -> &'static str {
+        match self {
+            TrustOrigin::Document => "document",
+            TrustOrigin::UserReported => "user said",
+            TrustOrigin::AgentOutput => "assistant said (unverified)",
+            TrustOrigin::ToolOutput => "tool output",
+            TrustOrigin::ThirdPartyAgent => "third-party agent (approved)",
+            TrustOrigin::System => "system message",
+        }
+    }
+}
+
+/// Role of a conversation message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    User,
+    Assistant,
+    System,
+    Tool,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::System => "system",
+            Role::Tool => "tool",
+        }
+    }
+
+    /// Default trust origin of a message with this role.
+    pub fn trust(self) -> TrustOrigin {
+        match self {
+            Role::User => TrustOrigin::UserReported,
+            Role::Assistant => TrustOrigin::AgentOutput,
+            Role::System => TrustOrigin::System,
+            Role::Tool => TrustOrigin::ToolOutput,
+        }
+    }
+}
+
+/// Kind of a stored point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PointKind {
+    /// A chunk of a document version (searchable).
+    Chunk,
+    /// A conversation message (searchable).
+    Message,
+    /// The registry record of a document source: its current version (not searchable).
+    Document,
+    /// The record of a completed agent turn (not searchable).
+    Turn,
+}
+
+impl PointKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PointKind::Chunk => "chunk",
+            PointKind::Message => "message",
+            PointKind::Document => "document",
+            PointKind::Turn => "turn",
+        }
+    }
+
+    /// Whether recall searches points of this kind.
+    pub fn searchable(self) -> bool {
+        matches!(self, PointKind::Chunk | PointKind::Message)
+    }
+}
+
+/// The payload of a stored point. One flat struct for every kind: fields that do not apply
+/// to a kind are absent. Timestamps are Unix epoch milliseconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredPoint {
+    pub kind: PointKind,
+    pub tenant: String,
+    pub user: String,
+    pub namespace: String,
+    pub agent: String,
+    pub session: String,
+    pub trust: TrustOrigin,
+    /// When the memory was created (message time, or ingest time for documents).
+    pub ts: i64,
+    /// Exact text (chunk text, or the verbatim message content).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Document source (file path or caller key), or a message's source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doc_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk_index: Option<u32>,
+    /// Number of chunks of the document (document records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk_count: Option<u32>,
+    /// Character span `[start, end)` of the chunk in the extracted document text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<(u64, u64)>,
+    /// 1-based PDF page of the chunk's first character.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<u32>,
+    /// Markdown heading path of the chunk ("Guide > Install").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heading: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<String>,
+    /// Per-conversation sequence number (ordering of messages).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    /// Speaker name, when the message names one (e.g. "Caroline").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speaker: Option<String>,
+    /// Hash of the content (change detection).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_hash: Option<String>,
+    /// Media type of a document ("text/markdown", "application/pdf", ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media_type: Option<String>,
+    /// Caller metadata, stored as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Value>,
+}
+
+impl StoredPoint {
+    /// A point of `kind` in `scope` with every optional field empty.
+    pub fn new(kind: PointKind, scope: &crate::Scope, trust: TrustOrigin, ts: i64) -> Self {
+        StoredPoint {
+            kind,
+            tenant: scope.tenant.clone(),
+            user: scope.user.clone(),
+            namespace: scope.namespace.clone(),
+            agent: scope.agent.clone(),
+            session: scope.session.clone(),
+            trust,
+            ts,
+            text: None,
+            source: None,
+            doc_id: None,
+            version: None,
+            chunk_index: None,
+            chunk_count: None,
+            span: None,
+            page: None,
+            heading: None,
+            conversation_id: None,
+            seq: None,
+            turn_id: None,
+            role: None,
+            speaker: None,
+            content_hash: None,
+            media_type: None,
+            metadata: None,
+        }
+    }
+
+    /// The stable reference used in citations: `doc:<id>#<chunk>` or `msg:<conversation>/<seq>`.
+    pub fn reference(&self) -> String {
+        match self.kind {
+            PointKind::Chunk => format!(
+                "doc:{}#{}",
+                self.doc_id.as_deref().unwrap_or("?"),
+                self.chunk_index.unwrap_or(0)
+            ),
+            PointKind::Message => format!(
+                "msg:{}/{}",
+                self.conversation_id.as_deref().unwrap_or("?"),
+                self.seq.unwrap_or(0)
+            ),
+            PointKind::Document => format!("doc:{}", self.doc_id.as_deref().unwrap_or("?")),
+            PointKind::Turn => format!("turn:{}", self.turn_id.as_deref().unwrap_or("?")),
+        }
+    }
+}
+
+/// A document as listed by `cairn documents` and `GET /v1/documents`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DocumentInfo {
+    pub doc_id: String,
+    pub source: String,
+    pub version: u32,
+    pub chunks: u32,
+    pub media_type: Option<String>,
+    /// Unix epoch milliseconds.
+    pub ingested_at: i64,
+}

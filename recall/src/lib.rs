@@ -1,0 +1,438 @@
+//! Cairn's read path: hybrid retrieval and token-budgeted MemoryPacks.
+//!
+//! 1. The query is embedded (query prefix) on the embedder's worker.
+//! 2. Two legs run inside the partition: dense (cosine) and sparse (BM25), plus bounded
+//!    identifier probes: each identifier the query names ([`query::identifiers`], at most 8)
+//!    is searched lexically and kept only where the text contains it verbatim.
+//! 3. The legs are fused by weighted reciprocal rank fusion (the same formula Qdrant's RRF
+//!    uses); identifier hits get a boost. Per item, why it was selected (dense rank, sparse
+//!    rank, identifier hits) is kept as data.
+//! 4. Chunks of superseded document versions are dropped (the registry names the current
+//!    version), near-duplicates removed, and a diverse top list chosen by MMR.
+//! 5. [`pack::build_pack`] writes the Markdown within the token budget, with conflicts,
+//!    coverage and unknowns.
+
+pub mod conflict;
+pub mod pack;
+pub mod query;
+pub mod text;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use cairn_embed::Embedder;
+use cairn_models::ids::document_record_id;
+use cairn_models::{ErrorKind, MemoryPack, PointKind, Scope, SelectionReason, TrustOrigin};
+use cairn_store::{Filter, Hit, MemoryStore, SearchMode, SearchRequest};
+use uuid::Uuid;
+
+pub use pack::{build_pack, PackInput, PackItem, TokenCounter, MAX_BUDGET, MIN_BUDGET};
+
+/// Errors of the read path.
+#[derive(Debug, thiserror::Error)]
+pub enum RecallError {
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    #[error(transparent)]
+    Store(#[from] cairn_store::StoreError),
+    #[error(transparent)]
+    Embed(#[from] cairn_embed::EmbedError),
+}
+
+impl RecallError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            RecallError::InvalidRequest(_) => ErrorKind::BadInput,
+            RecallError::Store(e) => e.kind(),
+            RecallError::Embed(e) => e.kind(),
+        }
+    }
+}
+
+/// Retrieval and pack settings.
+#[derive(Debug, Clone)]
+pub struct RecallConfig {
+    /// Token budget when the caller gives none.
+    pub default_budget: usize,
+    /// Candidates per leg.
+    pub prefetch: usize,
+    /// RRF constant k.
+    pub rrf_k: f32,
+    pub dense_weight: f32,
+    pub sparse_weight: f32,
+    /// Most identifiers extracted from a query.
+    pub max_identifiers: usize,
+    /// Most items offered to the pack.
+    pub max_items: usize,
+    /// MMR trade-off: 1.0 = pure relevance, 0.0 = pure diversity.
+    pub mmr_lambda: f32,
+    /// Cosine similarity above which two items count as duplicates.
+    pub duplicate_similarity: f32,
+    /// Minimum query–item cosine similarity for an item to count as relevant (items with
+    /// an identifier hit are exempt). Calibrated for bge-small-en; see the eval reports.
+    pub min_relevance: f32,
+}
+
+impl Default for RecallConfig {
+    fn default() -> Self {
+        RecallConfig {
+            default_budget: 1000,
+            prefetch: 50,
+            rrf_k: 60.0,
+            dense_weight: 1.0,
+            sparse_weight: 1.0,
+            max_identifiers: 8,
+            max_items: 12,
+            mmr_lambda: 0.75,
+            duplicate_similarity: 0.97,
+            min_relevance: 0.55,
+        }
+    }
+}
+
+/// Optional narrowing of a recall, beyond the always-applied partition.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecallFilters {
+    #[serde(default)]
+    pub agent: Option<String>,
+    #[serde(default)]
+    pub session: Option<String>,
+    #[serde(default)]
+    pub conversation_id: Option<String>,
+    #[serde(default)]
+    pub source: Option<String>,
+    /// Only these trust origins.
+    #[serde(default)]
+    pub trust: Option<Vec<TrustOrigin>>,
+    /// Only memories at or after this time (epoch ms).
+    #[serde(default)]
+    pub since: Option<i64>,
+    /// Only memories at or before this time (epoch ms).
+    #[serde(default)]
+    pub until: Option<i64>,
+    /// Only documents (`chunk`) or only messages (`message`).
+    #[serde(default)]
+    pub kinds: Option<Vec<PointKind>>,
+}
+
+impl RecallFilters {
+    fn to_filter(&self) -> Filter {
+        let kinds: Vec<String> = match &self.kinds {
+            Some(k) => k
+                .iter()
+                .filter(|k| k.searchable())
+                .map(|k| k.as_str().to_string())
+                .collect(),
+            None => vec!["chunk".into(), "message".into()],
+        };
+        let mut f = Filter::new().any_of("kind", kinds);
+        if let Some(a) = &self.agent {
+            f = f.eq("agent", a.as_str());
+        }
+        if let Some(s) = &self.session {
+            f = f.eq("session", s.as_str());
+        }
+        if let Some(c) = &self.conversation_id {
+            f = f.eq("conversation_id", c.as_str());
+        }
+        if let Some(s) = &self.source {
+            f = f.eq("source", s.as_str());
+        }
+        if let Some(t) = &self.trust {
+            f = f.any_of("trust", t.iter().map(|t| t.as_str().to_string()).collect());
+        }
+        if self.since.is_some() || self.until.is_some() {
+            f = f.range(
+                "ts",
+                self.since.map(|v| v as f64),
+                self.until.map(|v| v as f64),
+            );
+        }
+        f
+    }
+}
+
+/// One recall.
+#[derive(Debug, Clone)]
+pub struct RecallRequest {
+    pub scope: Scope,
+    pub query: String,
+    pub budget: Option<usize>,
+    pub filters: RecallFilters,
+}
+
+/// A ranked, explained candidate (before packing).
+#[derive(Debug, Clone)]
+pub struct Ranked {
+    pub hit: Hit,
+    pub reason: SelectionReason,
+    pub relevant: bool,
+}
+
+/// The read path. Cheap to share behind an `Arc`.
+#[derive(Debug)]
+pub struct Recaller {
+    store: Arc<dyn MemoryStore>,
+    embedder: Embedder,
+    config: RecallConfig,
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    // Vectors are L2-normalized by the embedder: the dot product is the cosine.
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+impl Recaller {
+    pub fn new(store: Arc<dyn MemoryStore>, embedder: Embedder, config: RecallConfig) -> Self {
+        Recaller {
+            store,
+            embedder,
+            config,
+        }
+    }
+
+    pub fn config(&self) -> &RecallConfig {
+        &self.config
+    }
+
+    pub fn embedder(&self) -> &Embedder {
+        &self.embedder
+    }
+
+    /// Validates a request; returns the budget to use.
+    pub fn check(&self, req: &RecallRequest) -> Result<usize, RecallError> {
+        req.scope
+            .validate()
+            .map_err(|e| RecallError::InvalidRequest(e.to_string()))?;
+        if req.query.trim().is_empty() {
+            return Err(RecallError::InvalidRequest(
+                "query must not be empty".into(),
+            ));
+        }
+        if req.query.len() > 8192 {
+            return Err(RecallError::InvalidRequest(
+                "query longer than 8192 bytes".into(),
+            ));
+        }
+        let budget = req.budget.unwrap_or(self.config.default_budget);
+        if !(MIN_BUDGET..=MAX_BUDGET).contains(&budget) {
+            return Err(RecallError::InvalidRequest(format!(
+                "token_budget {budget} is outside {MIN_BUDGET}..={MAX_BUDGET}"
+            )));
+        }
+        Ok(budget)
+    }
+
+    /// Recalls a MemoryPack for the request.
+    pub async fn recall(&self, req: &RecallRequest) -> Result<MemoryPack, RecallError> {
+        let budget = self.check(req)?;
+        let ranked = self.retrieve(req).await?;
+        let anything_relevant = ranked.iter().any(|r| r.relevant);
+        let selected = self.select(ranked);
+        let identifiers = query::identifiers(&req.query, self.config.max_identifiers);
+        let aspects = query::aspects(&req.query, &identifiers);
+        let items: Vec<PackItem> = selected
+            .into_iter()
+            .map(|r| PackItem {
+                reference: r.hit.point.reference(),
+                point: r.hit.point,
+                reason: r.reason,
+            })
+            .collect();
+        let partition = req.scope.partition();
+        let input = PackInput {
+            partition: &partition,
+            query: &req.query,
+            aspects: &aspects,
+            budget,
+            anything_relevant,
+        };
+        Ok(build_pack(&input, &items, self.embedder.tokenizer()))
+    }
+
+    /// Hybrid retrieval: every candidate, fused and explained, best first, current document
+    /// versions only.
+    pub async fn retrieve(&self, req: &RecallRequest) -> Result<Vec<Ranked>, RecallError> {
+        let partition = req.scope.partition();
+        let filter = req.filters.to_filter();
+        let qvec = self.embedder.embed_query(&req.query).await?;
+        let prefetch = self.config.prefetch.max(1);
+        let dense_req = SearchRequest {
+            mode: SearchMode::Dense(qvec.clone()),
+            filter: filter.clone(),
+            limit: prefetch,
+            with_vectors: true,
+        };
+        let sparse_req = SearchRequest {
+            mode: SearchMode::Sparse(req.query.clone()),
+            filter: filter.clone(),
+            limit: prefetch,
+            with_vectors: true,
+        };
+        let (dense, sparse) = tokio::try_join!(
+            self.store.search(&partition, dense_req),
+            self.store.search(&partition, sparse_req)
+        )?;
+
+        let identifiers = query::identifiers(&req.query, self.config.max_identifiers);
+        let mut ident_hits: HashMap<Uuid, (Hit, Vec<String>)> = HashMap::new();
+        for ident in &identifiers {
+            let hits = self
+                .store
+                .search(
+                    &partition,
+                    SearchRequest {
+                        mode: SearchMode::Sparse(ident.clone()),
+                        filter: filter.clone(),
+                        limit: 5,
+                        with_vectors: true,
+                    },
+                )
+                .await?;
+            let needle = ident.to_lowercase();
+            for h in hits {
+                let contains = h
+                    .point
+                    .text
+                    .as_deref()
+                    .is_some_and(|t| t.to_lowercase().contains(&needle));
+                if contains {
+                    ident_hits
+                        .entry(h.id)
+                        .or_insert_with(|| (h.clone(), Vec::new()))
+                        .1
+                        .push(ident.clone());
+                }
+            }
+        }
+
+        let k = self.config.rrf_k;
+        let mut merged: HashMap<Uuid, Ranked> = HashMap::new();
+        let entry = |hit: &Hit| -> Ranked {
+            let dense_score = hit.dense.as_deref().map(|v| cosine(&qvec, v));
+            Ranked {
+                hit: hit.clone(),
+                reason: SelectionReason {
+                    dense_rank: None,
+                    sparse_rank: None,
+                    dense_score,
+                    identifier_hits: Vec::new(),
+                    fused_score: 0.0,
+                },
+                relevant: false,
+            }
+        };
+        for (rank, hit) in dense.iter().enumerate() {
+            let r = merged.entry(hit.id).or_insert_with(|| entry(hit));
+            r.reason.dense_rank = Some(rank as u32 + 1);
+            r.reason.fused_score += self.config.dense_weight / (k + rank as f32 + 1.0);
+        }
+        for (rank, hit) in sparse.iter().enumerate() {
+            let r = merged.entry(hit.id).or_insert_with(|| entry(hit));
+            r.reason.sparse_rank = Some(rank as u32 + 1);
+            r.reason.fused_score += self.config.sparse_weight / (k + rank as f32 + 1.0);
+        }
+        for (id, (hit, idents)) in ident_hits {
+            let r = merged.entry(id).or_insert_with(|| entry(&hit));
+            // An exact mention of a named identifier counts like a top rank in a third leg.
+            r.reason.fused_score += idents.len() as f32 / (k + 1.0);
+            r.reason.identifier_hits = idents;
+        }
+        for r in merged.values_mut() {
+            r.relevant = r.reason.dense_score.unwrap_or(0.0) >= self.config.min_relevance
+                || !r.reason.identifier_hits.is_empty();
+        }
+
+        let mut ranked: Vec<Ranked> = merged.into_values().collect();
+        self.drop_superseded(&partition, &mut ranked).await?;
+        ranked.sort_by(|a, b| {
+            b.reason
+                .fused_score
+                .total_cmp(&a.reason.fused_score)
+                .then_with(|| a.hit.id.cmp(&b.hit.id))
+        });
+        Ok(ranked)
+    }
+
+    /// Drops chunks whose document id is not the current version of their source (a reader
+    /// racing an ingest, or leftovers of an interrupted one).
+    async fn drop_superseded(
+        &self,
+        partition: &cairn_models::Partition,
+        ranked: &mut Vec<Ranked>,
+    ) -> Result<(), RecallError> {
+        let sources: HashSet<String> = ranked
+            .iter()
+            .filter(|r| r.hit.point.kind == PointKind::Chunk)
+            .filter_map(|r| r.hit.point.source.clone())
+            .collect();
+        if sources.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<Uuid> = sources
+            .iter()
+            .map(|s| document_record_id(partition, s))
+            .collect();
+        let current: HashMap<String, String> = self
+            .store
+            .retrieve(partition, &ids, false)
+            .await?
+            .into_iter()
+            .filter_map(|h| Some((h.point.source?, h.point.doc_id?)))
+            .collect();
+        ranked.retain(|r| {
+            r.hit.point.kind != PointKind::Chunk
+                || match (&r.hit.point.source, &r.hit.point.doc_id) {
+                    (Some(s), Some(d)) => current.get(s) == Some(d),
+                    _ => false,
+                }
+        });
+        Ok(())
+    }
+
+    /// Relevant items only, near-duplicates removed, then maximal marginal relevance.
+    pub fn select(&self, ranked: Vec<Ranked>) -> Vec<Ranked> {
+        let pool: Vec<Ranked> = ranked.into_iter().filter(|r| r.relevant).collect();
+        let mut kept: Vec<Ranked> = Vec::new();
+        for r in pool {
+            let dup = kept.iter().any(|k| {
+                let same_text = k.hit.point.text == r.hit.point.text;
+                let close = match (&k.hit.dense, &r.hit.dense) {
+                    (Some(a), Some(b)) => cosine(a, b) >= self.config.duplicate_similarity,
+                    _ => false,
+                };
+                same_text || close
+            });
+            if !dup {
+                kept.push(r);
+            }
+        }
+        let max_score = kept
+            .iter()
+            .map(|r| r.reason.fused_score)
+            .fold(f32::MIN, f32::max)
+            .max(f32::EPSILON);
+        let lambda = self.config.mmr_lambda;
+        let mut selected: Vec<Ranked> = Vec::new();
+        while !kept.is_empty() && selected.len() < self.config.max_items {
+            let (best, _) = kept
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let rel = c.reason.fused_score / max_score;
+                    let sim = selected
+                        .iter()
+                        .filter_map(|s| match (&s.hit.dense, &c.hit.dense) {
+                            (Some(a), Some(b)) => Some(cosine(a, b)),
+                            _ => None,
+                        })
+                        .fold(0.0f32, f32::max);
+                    (i, lambda * rel - (1.0 - lambda) * sim)
+                })
+                .fold((0, f32::MIN), |acc, x| if x.1 > acc.1 { x } else { acc });
+            selected.push(kept.remove(best));
+        }
+        selected
+    }
+}

@@ -1,0 +1,196 @@
+//! What a query names and asks about: identifiers (for exact-match retrieval) and aspects
+//! (for coverage).
+
+use std::sync::OnceLock;
+
+use regex::Regex;
+
+use crate::text::{content_stems, is_stopword, stem};
+
+fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
+    cell.get_or_init(|| Regex::new(pattern).expect("static regex"))
+}
+
+/// Concrete identifiers named by the query, in order of appearance, at most `max`:
+/// quoted strings, ids (letters mixed with digits or `_-./`, acronyms), capitalized phrases
+/// (names), numbers with units.
+pub fn identifiers(query: &str, max: usize) -> Vec<String> {
+    static QUOTED: OnceLock<Regex> = OnceLock::new();
+    static ID: OnceLock<Regex> = OnceLock::new();
+    static UNIT: OnceLock<Regex> = OnceLock::new();
+    static CAPS: OnceLock<Regex> = OnceLock::new();
+
+    let mut found: Vec<(usize, String)> = Vec::new();
+    let mut taken: Vec<(usize, usize)> = Vec::new();
+    let mut add = |start: usize, end: usize, s: &str, found: &mut Vec<(usize, String)>| {
+        if taken.iter().any(|&(a, b)| start < b && a < end) {
+            return;
+        }
+        let s = s.trim();
+        if s.chars().count() < 2 {
+            return;
+        }
+        taken.push((start, end));
+        found.push((start, s.to_string()));
+    };
+
+    for m in re(
+        &QUOTED,
+        r#""([^"]{2,64})"|“([^”]{2,64})”|`([^`]{2,64})`|'([^']{2,64})'"#,
+    )
+    .captures_iter(query)
+    {
+        let whole = m.get(0).map_or((0, 0), |g| (g.start(), g.end()));
+        if let Some(g) = (1..=4).find_map(|i| m.get(i)) {
+            add(whole.0, whole.1, g.as_str(), &mut found);
+        }
+    }
+    for m in re(
+        &UNIT,
+        r"(?i)\b\d+(?:[.,]\d+)?\s?(?:%|kg|g|km|m|cm|mm|mi|ms|s|sec|min|h|hrs?|hours?|days?|weeks?|months?|years?|gb|mb|kb|tb|usd|eur|gbp|dollars?|euros?)\b|[$€£]\s?\d+(?:[.,]\d+)?",
+    )
+    .find_iter(query)
+    {
+        add(m.start(), m.end(), m.as_str(), &mut found);
+    }
+    for m in re(
+        &ID,
+        r"\b(?:[A-Za-z]+[-_./]?\d[\w./-]*|\d+[A-Za-z][\w./-]*|[A-Za-z]+(?:[_./-][A-Za-z0-9]+)+|[A-Z]{2,}[A-Z0-9]*)\b",
+    )
+    .find_iter(query)
+    {
+        let s = m.as_str();
+        // Plain words joined by hyphens ("follow-up") are not identifiers.
+        let has_marker = s.chars().any(|c| c.is_ascii_digit() || c == '_' || c == '.' || c == '/')
+            || s.chars().filter(|c| c.is_ascii_uppercase()).count() >= 2;
+        if has_marker {
+            add(m.start(), m.end(), s.trim_end_matches('.'), &mut found);
+        }
+    }
+    for m in re(
+        &CAPS,
+        r"\b[A-Z][\w'’]*(?:\s+(?:of|de|van|von|the|and)?\s*[A-Z][\w'’]*)*",
+    )
+    .find_iter(query)
+    {
+        let phrase = m.as_str();
+        let mut words: Vec<&str> = phrase.split_whitespace().collect();
+        // Drop a leading question or function word ("What", "Did", "The").
+        while let Some(first) = words.first() {
+            let w = first.trim_end_matches(['\'', '’', 's']).to_lowercase();
+            if is_stopword(&first.to_lowercase()) || is_stopword(&w) {
+                words.remove(0);
+            } else {
+                break;
+            }
+        }
+        if words.is_empty() {
+            continue;
+        }
+        let cleaned = words
+            .join(" ")
+            .trim_end_matches("'s")
+            .trim_end_matches("’s")
+            .to_string();
+        let start = m.start() + phrase.find(words[0]).unwrap_or(0);
+        add(start, m.end(), &cleaned, &mut found);
+    }
+    found.sort_by_key(|(pos, _)| *pos);
+    let mut out: Vec<String> = Vec::new();
+    for (_, s) in found {
+        if !out.iter().any(|o| o.eq_ignore_ascii_case(&s)) {
+            out.push(s);
+        }
+        if out.len() >= max {
+            break;
+        }
+    }
+    out
+}
+
+/// Key aspects of the query: its identifiers and its content words (stemmed, deduplicated).
+/// Each must be supported by some cited item for coverage to be `full`.
+pub fn aspects(query: &str, identifiers: &[String]) -> Vec<Aspect> {
+    let mut out: Vec<Aspect> = identifiers
+        .iter()
+        .map(|i| Aspect {
+            label: i.clone(),
+            stems: content_stems(i),
+            identifier: true,
+        })
+        .filter(|a| !a.stems.is_empty())
+        .collect();
+    for s in content_stems(query) {
+        if s.chars().count() < 3 {
+            continue;
+        }
+        if out.iter().any(|a| a.stems.contains(&s)) {
+            continue;
+        }
+        out.push(Aspect {
+            label: s.clone(),
+            stems: vec![s],
+            identifier: false,
+        });
+    }
+    out
+}
+
+/// One thing the query asks about.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Aspect {
+    /// How it is named in unknowns.
+    pub label: String,
+    /// Stems that must all occur in one item.
+    pub stems: Vec<String>,
+    pub identifier: bool,
+}
+
+impl Aspect {
+    /// Whether a text (given as its stem set) supports this aspect.
+    pub fn supported_by(&self, item_stems: &std::collections::HashSet<String>) -> bool {
+        self.stems
+            .iter()
+            .all(|s| item_stems.contains(s) || item_stems.contains(&stem(s)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_identifiers() {
+        let ids = identifiers(
+            r#"What did Alex say about "blue harbor" and ticket INV-2024-001 for 25 kg in Project Zephyr?"#,
+            8,
+        );
+        assert_eq!(
+            ids,
+            vec![
+                "Alex",
+                "blue harbor",
+                "INV-2024-001",
+                "25 kg",
+                "Project Zephyr"
+            ]
+        );
+        assert_eq!(
+            identifiers("When is the appointment?", 8),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            identifiers("What is QX-9 and order_42 and v2.3?", 8),
+            vec!["QX-9", "order_42", "v2.3"]
+        );
+        assert!(identifiers("A B C D E F G H I J K L M N O P Q R", 3).len() <= 3);
+    }
+
+    #[test]
+    fn aspects_skip_function_words() {
+        let ids = identifiers("When is Alex's dentist appointment?", 8);
+        let a = aspects("When is Alex's dentist appointment?", &ids);
+        let labels: Vec<&str> = a.iter().map(|a| a.label.as_str()).collect();
+        assert_eq!(labels, vec!["Alex", "dentist", "appointment"]);
+    }
+}

@@ -1,0 +1,571 @@
+//! [`MemoryStore`] on the embedded engine (`qdrant-edge`): one shard in `<data_dir>/qdrant`.
+//!
+//! The edge shard is synchronous and has no background optimizer. Every call runs on tokio's
+//! blocking pool. Writes, flushes and optimization are serialized by one mutex: the shard's
+//! `flush` takes its WAL lock with `try_lock().expect(..)` and would panic if it raced an
+//! update. Reads run concurrently with everything.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use cairn_models::{Partition, StoredPoint};
+use qdrant_edge::bm25_embed::{EdgeBm25, EdgeBm25Config};
+use qdrant_edge::external::ordered_float::OrderedFloat;
+use qdrant_edge::{
+    Condition, CountRequest, CreateIndex, Distance, EdgeConfig, EdgeShard, EdgeSparseVectorParams,
+    EdgeVectorParams, FieldCondition, FieldIndexOperations, Fusion, JsonPath, KeywordIndexParams,
+    Match, Modifier, NamedQuery, PayloadFieldSchema, PayloadSchemaParams, PayloadSchemaType,
+    PointId, PointInsertOperations, PointOperations, PointStruct, Prefetch, QueryEnum,
+    QueryRequest, Range, ScoringQuery, ScrollRequest, UpdateOperation, ValueVariants,
+    VectorInternal, VectorStructInternal, Vectors, WithPayloadInterface, WithVector,
+};
+use uuid::Uuid;
+
+use crate::{
+    Cond, Filter, Hit, MemoryStore, Result, SearchMode, SearchRequest, StoreError, UpsertPoint,
+    Value, BM25, DENSE,
+};
+
+/// Configuration of the embedded store.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// Data directory; the shard lives in `<data_dir>/qdrant`.
+    pub data_dir: PathBuf,
+    /// Dense vector dimension (the embedding model's).
+    pub dim: usize,
+}
+
+/// Keyword payload fields with an index. `tenant` is marked `is_tenant` so a server lays
+/// out storage per tenant.
+const KEYWORD_FIELDS: &[&str] = &[
+    "tenant",
+    "user",
+    "namespace",
+    "agent",
+    "session",
+    "kind",
+    "doc_id",
+    "source",
+    "conversation_id",
+    "turn_id",
+    "trust",
+    "role",
+];
+const INTEGER_FIELDS: &[&str] = &["ts", "seq", "chunk_index"];
+
+/// The embedded Qdrant store.
+pub struct EdgeStore {
+    shard: Arc<EdgeShard>,
+    bm25: Arc<EdgeBm25>,
+    write: Arc<Mutex<()>>,
+    dim: usize,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for EdgeStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EdgeStore")
+            .field("path", &self.path)
+            .field("dim", &self.dim)
+            .finish()
+    }
+}
+
+fn engine<E: std::fmt::Display>(e: E) -> StoreError {
+    StoreError::Engine(e.to_string())
+}
+
+fn new_bm25() -> Result<EdgeBm25> {
+    EdgeBm25::new(EdgeBm25Config {
+        language: Some("english".to_string()),
+        ..Default::default()
+    })
+    .map_err(engine)
+}
+
+impl EdgeStore {
+    /// Opens the shard under `config.data_dir`, creating it (with its payload indexes) on
+    /// first use. Blocking.
+    pub fn open(config: &StoreConfig) -> Result<Self> {
+        let path = config.data_dir.join("qdrant");
+        std::fs::create_dir_all(&path)
+            .map_err(|e| StoreError::Unavailable(format!("{}: {e}", path.display())))?;
+        let existing = path.join("edge_config.json").is_file();
+        let shard = if existing {
+            let shard = EdgeShard::load(&path, None).map_err(|e| {
+                StoreError::Unavailable(format!("cannot open {}: {e}", path.display()))
+            })?;
+            let stored_dim = shard.config().vectors.get(DENSE).map(|v| v.size);
+            if stored_dim != Some(config.dim) {
+                return Err(StoreError::Invalid(format!(
+                    "data directory {} holds {:?}-d vectors but the model makes {}-d vectors; \
+                     use another --data-dir or the model it was built with",
+                    config.data_dir.display(),
+                    stored_dim,
+                    config.dim
+                )));
+            }
+            shard
+        } else {
+            let edge_config = EdgeConfig {
+                vectors: HashMap::from([(
+                    DENSE.to_string(),
+                    EdgeVectorParams::builder(config.dim, Distance::Cosine).build(),
+                )]),
+                sparse_vectors: HashMap::from([(
+                    BM25.to_string(),
+                    EdgeSparseVectorParams {
+                        modifier: Some(Modifier::Idf),
+                        ..Default::default()
+                    },
+                )]),
+                ..Default::default()
+            };
+            let shard = EdgeShard::new(&path, edge_config).map_err(|e| {
+                StoreError::Unavailable(format!("cannot create {}: {e}", path.display()))
+            })?;
+            create_indexes(&shard)?;
+            shard
+        };
+        Ok(EdgeStore {
+            shard: Arc::new(shard),
+            bm25: Arc::new(new_bm25()?),
+            write: Arc::new(Mutex::new(())),
+            dim: config.dim,
+            path,
+        })
+    }
+
+    /// Runs a read on the blocking pool.
+    async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&EdgeShard, &EdgeBm25) -> Result<T> + Send + 'static,
+    {
+        let shard = Arc::clone(&self.shard);
+        let bm25 = Arc::clone(&self.bm25);
+        tokio::task::spawn_blocking(move || f(&shard, &bm25))
+            .await
+            .map_err(|e| StoreError::Engine(format!("storage task failed: {e}")))?
+    }
+
+    /// Runs a write on the blocking pool, holding the write lock.
+    async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&EdgeShard, &EdgeBm25) -> Result<T> + Send + 'static,
+    {
+        let shard = Arc::clone(&self.shard);
+        let bm25 = Arc::clone(&self.bm25);
+        let lock = Arc::clone(&self.write);
+        tokio::task::spawn_blocking(move || {
+            let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+            f(&shard, &bm25)
+        })
+        .await
+        .map_err(|e| StoreError::Engine(format!("storage task failed: {e}")))?
+    }
+}
+
+fn create_indexes(shard: &EdgeShard) -> Result<()> {
+    for field in KEYWORD_FIELDS {
+        let params = KeywordIndexParams {
+            is_tenant: Some(*field == "tenant"),
+            ..Default::default()
+        };
+        shard
+            .update(UpdateOperation::FieldIndexOperation(
+                FieldIndexOperations::CreateIndex(CreateIndex {
+                    field_name: path(field)?,
+                    field_schema: Some(PayloadFieldSchema::FieldParams(
+                        PayloadSchemaParams::Keyword(params),
+                    )),
+                }),
+            ))
+            .map_err(engine)?;
+    }
+    for field in INTEGER_FIELDS {
+        shard
+            .update(UpdateOperation::FieldIndexOperation(
+                FieldIndexOperations::CreateIndex(CreateIndex {
+                    field_name: path(field)?,
+                    field_schema: Some(PayloadFieldSchema::FieldType(PayloadSchemaType::Integer)),
+                }),
+            ))
+            .map_err(engine)?;
+    }
+    Ok(())
+}
+
+fn path(field: &str) -> Result<JsonPath> {
+    JsonPath::try_from(field)
+        .map_err(|_| StoreError::Invalid(format!("invalid payload field name {field:?}")))
+}
+
+fn value_match(value: &Value) -> Match {
+    match value {
+        Value::Str(s) => Match::new_value(ValueVariants::String(s.clone())),
+        Value::Int(i) => Match::new_value(ValueVariants::Integer(*i)),
+        Value::Bool(b) => Match::new_value(ValueVariants::Bool(*b)),
+    }
+}
+
+/// Translates Cairn's filter, scoped to `partition`, into a Qdrant filter.
+fn to_qdrant(filter: &Filter, partition: &Partition) -> Result<qdrant_edge::Filter> {
+    let scoped = filter.scoped(partition);
+    let mut must = Vec::new();
+    let mut must_not = Vec::new();
+    for cond in &scoped.must {
+        match cond {
+            Cond::Eq(field, value) => must.push(Condition::Field(FieldCondition::new_match(
+                path(field)?,
+                value_match(value),
+            ))),
+            Cond::NotEq(field, value) => must_not.push(Condition::Field(
+                FieldCondition::new_match(path(field)?, value_match(value)),
+            )),
+            Cond::AnyOf(field, values) => must.push(Condition::Field(FieldCondition::new_match(
+                path(field)?,
+                Match::from(values.clone()),
+            ))),
+            Cond::Range { field, gte, lte } => {
+                must.push(Condition::Field(FieldCondition::new_range(
+                    path(field)?,
+                    Range {
+                        lt: None,
+                        gt: None,
+                        gte: gte.map(OrderedFloat),
+                        lte: lte.map(OrderedFloat),
+                    },
+                )))
+            }
+        }
+    }
+    Ok(qdrant_edge::Filter {
+        should: None,
+        min_should: None,
+        must: Some(must),
+        must_not: (!must_not.is_empty()).then_some(must_not),
+    })
+}
+
+fn decode_payload(id: &PointId, payload: Option<qdrant_edge::Payload>) -> Result<StoredPoint> {
+    let map = payload.map(|p| p.0).unwrap_or_default();
+    serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| StoreError::Corrupt {
+        id: format!("{id:?}"),
+        reason: e.to_string(),
+    })
+}
+
+fn point_uuid(id: &PointId) -> Result<Uuid> {
+    match id {
+        PointId::Uuid(u) => Ok(*u),
+        PointId::NumId(n) => Err(StoreError::Corrupt {
+            id: n.to_string(),
+            reason: "numeric point id (Cairn writes UUIDs only)".into(),
+        }),
+    }
+}
+
+fn dense_of(vectors: Option<VectorStructInternal>) -> Option<Vec<f32>> {
+    match vectors? {
+        VectorStructInternal::Named(mut named) => match named.remove(DENSE)? {
+            VectorInternal::Dense(v) => Some(v),
+            _ => None,
+        },
+        VectorStructInternal::Single(v) => Some(v),
+        VectorStructInternal::MultiDense(_) => None,
+    }
+}
+
+fn in_partition(point: &StoredPoint, partition: &Partition) -> bool {
+    point.tenant == partition.tenant
+        && point.user == partition.user
+        && point.namespace == partition.namespace
+}
+
+fn with_vector(want: bool) -> WithVector {
+    if want {
+        WithVector::Selector(vec![DENSE.to_string()])
+    } else {
+        WithVector::Bool(false)
+    }
+}
+
+fn nearest(query: VectorInternal, using: &str) -> ScoringQuery {
+    ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery {
+        query,
+        using: Some(using.to_string()),
+    }))
+}
+
+#[async_trait::async_trait]
+impl MemoryStore for EdgeStore {
+    async fn upsert(&self, points: Vec<UpsertPoint>) -> Result<()> {
+        if points.is_empty() {
+            return Ok(());
+        }
+        let dim = self.dim;
+        for p in &points {
+            if let Some(d) = &p.dense {
+                if d.len() != dim {
+                    return Err(StoreError::Invalid(format!(
+                        "vector of dimension {} for a {dim}-d store",
+                        d.len()
+                    )));
+                }
+            }
+        }
+        self.write(move |shard, bm25| {
+            let mut structs = Vec::with_capacity(points.len());
+            for p in points {
+                let mut named: Vec<(String, qdrant_edge::Vector)> = Vec::new();
+                if let Some(d) = p.dense {
+                    named.push((DENSE.to_string(), d.into()));
+                }
+                if let Some(text) = &p.bm25_text {
+                    named.push((BM25.to_string(), bm25.embed_document(text).into()));
+                }
+                let payload = serde_json::to_value(&p.payload).map_err(engine)?;
+                structs.push(
+                    PointStruct::new(PointId::Uuid(p.id), Vectors::new_named(named), payload)
+                        .into(),
+                );
+            }
+            shard
+                .update(UpdateOperation::PointOperation(
+                    PointOperations::UpsertPoints(PointInsertOperations::PointsList(structs)),
+                ))
+                .map_err(engine)
+        })
+        .await
+    }
+
+    async fn delete_ids(&self, partition: &Partition, ids: Vec<Uuid>) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        // Delete only what is inside the partition: a foreign id is silently skipped.
+        let mut keep = Vec::new();
+        for hit in self.retrieve(partition, &ids, false).await? {
+            keep.push(PointId::Uuid(hit.id));
+        }
+        if keep.is_empty() {
+            return Ok(());
+        }
+        self.write(move |shard, _| {
+            shard
+                .update(UpdateOperation::PointOperation(
+                    PointOperations::DeletePoints { ids: keep },
+                ))
+                .map_err(engine)
+        })
+        .await
+    }
+
+    async fn delete_where(&self, partition: &Partition, filter: Filter) -> Result<()> {
+        let f = to_qdrant(&filter, partition)?;
+        self.write(move |shard, _| {
+            shard
+                .update(UpdateOperation::PointOperation(
+                    PointOperations::DeletePointsByFilter(f),
+                ))
+                .map_err(engine)
+        })
+        .await
+    }
+
+    async fn search(&self, partition: &Partition, request: SearchRequest) -> Result<Vec<Hit>> {
+        let filter = to_qdrant(&request.filter, partition)?;
+        if let SearchMode::Dense(v) | SearchMode::Hybrid { dense: v, .. } = &request.mode {
+            if v.len() != self.dim {
+                return Err(StoreError::Invalid(format!(
+                    "query vector of dimension {} for a {}-d store",
+                    v.len(),
+                    self.dim
+                )));
+            }
+        }
+        let limit = request.limit;
+        let with_vectors = request.with_vectors;
+        let mode = request.mode;
+        self.read(move |shard, bm25| {
+            let (prefetches, query) = match mode {
+                SearchMode::Dense(v) => (vec![], nearest(VectorInternal::from(v), DENSE)),
+                SearchMode::Sparse(text) => (
+                    vec![],
+                    nearest(VectorInternal::from(bm25.embed_query(&text)), BM25),
+                ),
+                SearchMode::Hybrid {
+                    dense,
+                    text,
+                    prefetch,
+                    k,
+                    weights,
+                } => (
+                    vec![
+                        Prefetch {
+                            prefetches: vec![],
+                            query: Some(nearest(VectorInternal::from(dense), DENSE)),
+                            limit: prefetch,
+                            params: None,
+                            filter: Some(filter.clone()),
+                            score_threshold: None,
+                        },
+                        Prefetch {
+                            prefetches: vec![],
+                            query: Some(nearest(
+                                VectorInternal::from(bm25.embed_query(&text)),
+                                BM25,
+                            )),
+                            limit: prefetch,
+                            params: None,
+                            filter: Some(filter.clone()),
+                            score_threshold: None,
+                        },
+                    ],
+                    ScoringQuery::Fusion(Fusion::Rrf {
+                        k,
+                        weights: Some(vec![OrderedFloat(weights.0), OrderedFloat(weights.1)]),
+                    }),
+                ),
+            };
+            let scored = shard
+                .query(QueryRequest {
+                    prefetches,
+                    query: Some(query),
+                    filter: Some(filter),
+                    score_threshold: None,
+                    limit,
+                    offset: 0,
+                    params: None,
+                    with_vector: with_vector(with_vectors),
+                    with_payload: WithPayloadInterface::Bool(true),
+                })
+                .map_err(engine)?;
+            scored
+                .into_iter()
+                .map(|p| {
+                    Ok(Hit {
+                        id: point_uuid(&p.id)?,
+                        score: p.score,
+                        point: decode_payload(&p.id, p.payload)?,
+                        dense: dense_of(p.vector),
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
+
+    async fn retrieve(
+        &self,
+        partition: &Partition,
+        ids: &[Uuid],
+        with_vectors: bool,
+    ) -> Result<Vec<Hit>> {
+        let ids: Vec<PointId> = ids.iter().map(|u| PointId::Uuid(*u)).collect();
+        let partition = partition.clone();
+        self.read(move |shard, _| {
+            let records = shard
+                .retrieve(
+                    &ids,
+                    Some(WithPayloadInterface::Bool(true)),
+                    Some(with_vector(with_vectors)),
+                )
+                .map_err(engine)?;
+            let mut out = Vec::with_capacity(records.len());
+            for r in records {
+                let point = decode_payload(&r.id, r.payload)?;
+                if in_partition(&point, &partition) {
+                    out.push(Hit {
+                        id: point_uuid(&r.id)?,
+                        score: 0.0,
+                        point,
+                        dense: dense_of(r.vector),
+                    });
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn scroll(
+        &self,
+        partition: &Partition,
+        filter: Filter,
+        limit: usize,
+        offset: Option<Uuid>,
+    ) -> Result<(Vec<Hit>, Option<Uuid>)> {
+        let f = to_qdrant(&filter, partition)?;
+        self.read(move |shard, _| {
+            let (records, next) = shard
+                .scroll(ScrollRequest {
+                    offset: offset.map(PointId::Uuid),
+                    limit: Some(limit.max(1)),
+                    filter: Some(f),
+                    with_payload: Some(WithPayloadInterface::Bool(true)),
+                    with_vector: WithVector::Bool(false),
+                    order_by: None,
+                })
+                .map_err(engine)?;
+            let hits = records
+                .into_iter()
+                .map(|r| {
+                    Ok(Hit {
+                        id: point_uuid(&r.id)?,
+                        score: 0.0,
+                        point: decode_payload(&r.id, r.payload)?,
+                        dense: None,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let next = match next {
+                Some(id) => Some(point_uuid(&id)?),
+                None => None,
+            };
+            Ok((hits, next))
+        })
+        .await
+    }
+
+    async fn count(&self, partition: &Partition, filter: Filter) -> Result<usize> {
+        let f = to_qdrant(&filter, partition)?;
+        self.read(move |shard, _| {
+            shard
+                .count(CountRequest {
+                    filter: Some(f),
+                    exact: true,
+                })
+                .map_err(engine)
+        })
+        .await
+    }
+
+    async fn count_all(&self) -> Result<usize> {
+        self.read(move |shard, _| {
+            shard
+                .count(CountRequest {
+                    filter: None,
+                    exact: true,
+                })
+                .map_err(engine)
+        })
+        .await
+    }
+
+    async fn optimize(&self) -> Result<bool> {
+        self.write(|shard, _| shard.optimize().map_err(engine))
+            .await
+    }
+
+    async fn flush(&self) -> Result<()> {
+        self.write(|shard, _| {
+            shard.flush();
+            Ok(())
+        })
+        .await
+    }
+}
