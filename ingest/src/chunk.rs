@@ -15,6 +15,9 @@ use crate::IngestError;
 pub struct ChunkSettings {
     pub max_tokens: usize,
     pub overlap_tokens: usize,
+    /// One chunk per document (the whole text; the model truncates at its max length).
+    /// This is how published BEIR figures embed documents; chunked mode is the default.
+    pub whole_document: bool,
 }
 
 impl ChunkSettings {
@@ -26,6 +29,7 @@ impl ChunkSettings {
         ChunkSettings {
             max_tokens: 256.min(cap),
             overlap_tokens: 32.min(cap / 4),
+            whole_document: false,
         }
     }
 
@@ -92,6 +96,15 @@ impl Chunker {
     }
 
     pub fn chunk(&self, doc: &Extracted) -> Result<Vec<Chunk>, IngestError> {
+        if self.settings.whole_document {
+            return Ok(vec![Chunk {
+                index: 0,
+                text: doc.text.clone(),
+                span: (0, doc.text.chars().count() as u64),
+                page: doc.page_of(0),
+                heading: None,
+            }]);
+        }
         let config = ChunkConfig::new(self.settings.max_tokens)
             .with_overlap(self.settings.overlap_tokens)
             .map_err(|e| IngestError::InvalidInput(e.to_string()))?
@@ -209,7 +222,8 @@ mod tests {
         assert!(s.max_tokens <= 64 && s.validate(128).is_ok());
         assert!(ChunkSettings {
             max_tokens: 600,
-            overlap_tokens: 0
+            overlap_tokens: 0,
+            whole_document: false,
         }
         .validate(512)
         .is_err());

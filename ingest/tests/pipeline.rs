@@ -27,6 +27,7 @@ fn ingestor(dir: &std::path::Path) -> Arc<Ingestor> {
     config.chunk = ChunkSettings {
         max_tokens: 32,
         overlap_tokens: 4,
+        whole_document: false,
     };
     config.max_file_bytes = 200_000;
     Arc::new(Ingestor::new(store, e, config).unwrap())
@@ -414,7 +415,7 @@ proptest::proptest! {
     fn chunk_spans_map_back(words in proptest::collection::vec("[a-zA-Zéü0-9]{1,12}[.,!?]?", 1..400), md in proptest::bool::ANY) {
         let text = words.join(" ");
         let e = embedder();
-        let chunker = Chunker::new(e.tokenizer().clone(), ChunkSettings { max_tokens: 48, overlap_tokens: 8 });
+        let chunker = Chunker::new(e.tokenizer().clone(), ChunkSettings { max_tokens: 48, overlap_tokens: 8, whole_document: false });
         let doc = cairn_ingest::Extracted {
             text: text.clone(),
             media_type: if md { MediaType::Markdown } else { MediaType::Text },
