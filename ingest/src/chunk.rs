@@ -114,10 +114,33 @@ impl Chunker {
                 .chunk_char_indices(&doc.text)
                 .map(|c| (c.char_offset, c.chunk.to_string()))
                 .collect(),
-            MediaType::Text | MediaType::Pdf => TextSplitter::new(config)
+            MediaType::Text => TextSplitter::new(config)
                 .chunk_char_indices(&doc.text)
                 .map(|c| (c.char_offset, c.chunk.to_string()))
                 .collect(),
+            MediaType::Pdf => {
+                // Chunks never straddle pages, so a citation's page is exact.
+                let splitter = TextSplitter::new(config);
+                let chars: Vec<(usize, char)> = doc.text.char_indices().collect();
+                let byte_at =
+                    |char_idx: usize| chars.get(char_idx).map_or(doc.text.len(), |(b, _)| *b);
+                let mut out = Vec::new();
+                let mut bounds = doc.page_starts.clone();
+                if bounds.first() != Some(&0) {
+                    bounds.insert(0, 0);
+                }
+                bounds.push(chars.len());
+                for w in bounds.windows(2) {
+                    let (start, end) = (w[0], w[1]);
+                    let page_text = &doc.text[byte_at(start)..byte_at(end)];
+                    out.extend(
+                        splitter
+                            .chunk_char_indices(page_text)
+                            .map(|c| (start + c.char_offset, c.chunk.to_string())),
+                    );
+                }
+                out
+            }
         };
         let headings = if doc.media_type == MediaType::Markdown {
             markdown_headings(&doc.text)
