@@ -15,6 +15,8 @@ use cairn_models::{Scope, TurnEnvelope, CONTRACT_VERSION};
 use cairn_recall::RecallRequest;
 use clap::{Args, Parser, Subcommand};
 
+mod bench;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "cairn",
@@ -99,6 +101,10 @@ enum Command {
         /// A JSON or JSONL file of conversation messages.
         #[arg(long)]
         messages: Option<PathBuf>,
+        /// A BEIR `corpus.jsonl`: each line `{_id, title, text}` becomes the document
+        /// `beir:<_id>` with text `title + " " + text`.
+        #[arg(long)]
+        beir: Option<PathBuf>,
         /// Print the summary as JSON.
         #[arg(long)]
         json: bool,
@@ -125,6 +131,11 @@ enum Command {
     },
     /// Print the sha256 of an API key, for the key file.
     HashKey { key: String },
+    /// Benchmarks: figures and ratios, never pass/fail.
+    Bench {
+        #[command(subcommand)]
+        which: bench::BenchCommand,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -169,6 +180,7 @@ pub(crate) async fn open_engine(data_dir: &Path) -> Result<Arc<Engine>> {
 async fn run(cli: Cli) -> Result<std::process::ExitCode> {
     use std::process::ExitCode;
     match cli.command {
+        Command::Bench { which } => bench::run(&cli.data_dir, which).await,
         Command::HashKey { key } => {
             println!("{}", cairn_models::ids::sha256_hex(key.as_bytes()));
             Ok(ExitCode::SUCCESS)
@@ -221,11 +233,12 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
             include,
             exclude,
             messages,
+            beir,
             json,
         } => {
             let scope = cli.scope.scope()?;
-            if paths.is_empty() && messages.is_none() {
-                bail!("nothing to ingest: give files or directories, or --messages FILE");
+            if paths.is_empty() && messages.is_none() && beir.is_none() {
+                bail!("nothing to ingest: give files or directories, --messages FILE or --beir FILE");
             }
             let engine = open_engine(&cli.data_dir).await?;
             let mut failed = false;
@@ -249,7 +262,28 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
                 }
             }
             if !paths.is_empty() {
-                failed |= ingest_paths(&engine, &scope, &paths, &include, &exclude, json).await?;
+                let inputs = collect_files(&paths, &include, &exclude)?
+                    .iter()
+                    .map(|p| {
+                        // Canonical absolute paths are the source keys: the same file is the
+                        // same source whatever the working directory.
+                        DocumentInput::file(std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+                    })
+                    .collect();
+                failed |= ingest_inputs(&engine, &scope, inputs, json).await?;
+            }
+            if let Some(corpus) = beir {
+                let inputs = cairn_ingest::beir::read_corpus(&corpus)?
+                    .into_iter()
+                    .map(|d| {
+                        DocumentInput::text(
+                            format!("beir:{}", d.id),
+                            d.full_text(),
+                            cairn_ingest::MediaType::Text,
+                        )
+                    })
+                    .collect();
+                failed |= ingest_inputs(&engine, &scope, inputs, json).await?;
             }
             engine.store.flush().await?;
             Ok(if failed {
@@ -415,25 +449,13 @@ fn collect_files(
     Ok(out)
 }
 
-/// Ingests files with a progress display and a summary. Returns whether any file failed.
-async fn ingest_paths(
+/// Ingests documents with a progress display and a summary. Returns whether any failed.
+async fn ingest_inputs(
     engine: &Arc<Engine>,
     scope: &Scope,
-    paths: &[PathBuf],
-    include: &[String],
-    exclude: &[String],
+    inputs: Vec<DocumentInput>,
     json: bool,
 ) -> Result<bool> {
-    let files = collect_files(paths, include, exclude)?;
-    let inputs: Vec<DocumentInput> = files
-        .iter()
-        .map(|p| {
-            // Canonical absolute paths are the source keys: the same file is the same
-            // source whatever the working directory.
-            let canonical = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
-            DocumentInput::file(canonical)
-        })
-        .collect();
     let total = inputs.len() as u64;
     let started = Instant::now();
     let chunks_written = Arc::new(AtomicU64::new(0));

@@ -58,6 +58,10 @@ pub struct EmbedConfig {
     pub batch_size: usize,
     /// ONNX Runtime intra-op threads (None: the runtime's default, all cores).
     pub intra_threads: Option<usize>,
+    /// Whether idle ONNX Runtime threads spin. Spinning burns the cores that extraction,
+    /// chunking and storage writes need while a batch waits, so it is off by default
+    /// (`CAIRN_ORT_SPIN=1` turns it on).
+    pub spin: bool,
 }
 
 impl EmbedConfig {
@@ -84,7 +88,8 @@ impl EmbedConfig {
             model_dir,
             ort_library,
             batch_size,
-            intra_threads: None,
+            intra_threads: std::env::var("CAIRN_ORT_THREADS").ok().and_then(|v| v.parse().ok()),
+            spin: std::env::var("CAIRN_ORT_SPIN").is_ok_and(|v| v == "1"),
         }
     }
 }

@@ -128,6 +128,9 @@ impl Embedder {
         if let Some(threads) = config.intra_threads {
             options = options.with_intra_threads(threads);
         }
+        if !config.spin {
+            options = options.with_session_config("session.intra_op.allow_spinning", "0");
+        }
         let engine = TextEmbedding::try_new_from_user_defined(model, options)
             .map_err(|e| EmbedError::ModelUnavailable(format!("cannot load model: {e}")))?;
 

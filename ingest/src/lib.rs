@@ -64,6 +64,8 @@ pub enum IngestError {
     Store(#[from] cairn_store::StoreError),
     #[error(transparent)]
     Embed(#[from] cairn_embed::EmbedError),
+    #[error("unavailable: {0}")]
+    Unavailable(String),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -87,6 +89,7 @@ impl IngestError {
             },
             IngestError::Store(e) => e.kind(),
             IngestError::Embed(e) => e.kind(),
+            IngestError::Unavailable(_) => ErrorKind::Unavailable,
             IngestError::Internal(_) => ErrorKind::Internal,
         }
     }
@@ -104,6 +107,7 @@ impl IngestError {
             IngestError::Conflict(_) => "conflict",
             IngestError::Store(_) => "storage_error",
             IngestError::Embed(_) => "embedding_error",
+            IngestError::Unavailable(_) => "unavailable",
             IngestError::Internal(_) => "internal",
         }
     }

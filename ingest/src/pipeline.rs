@@ -41,6 +41,8 @@ pub struct IngestConfig {
     pub write_batch: usize,
     /// Capacity of the channels between stages (in documents).
     pub channel_capacity: usize,
+    /// Chunks gathered from consecutive documents into one embedding job.
+    pub embed_group: usize,
 }
 
 impl IngestConfig {
@@ -50,7 +52,8 @@ impl IngestConfig {
             max_file_bytes: 64 * 1024 * 1024,
             extract_concurrency: 2,
             write_batch: 128,
-            channel_capacity: 8,
+            channel_capacity: 16,
+            embed_group: 64,
         }
     }
 }
@@ -307,20 +310,58 @@ impl Ingestor {
             let out_tx = out_tx.clone();
             let progress = Arc::clone(&progress);
             tokio::spawn(async move {
-                while let Some(prepared) = prep_rx.recv().await {
-                    let texts = prepared.chunks.iter().map(Chunk::embedding_text).collect();
+                // Small documents are embedded together: the worker sorts one job's texts
+                // by length and fills whole batches, which a document of two chunks cannot.
+                let group = this.config.embed_group.max(1);
+                while let Some(first) = prep_rx.recv().await {
+                    let mut docs = vec![first];
+                    let mut n: usize = docs[0].chunks.len();
+                    while n < group {
+                        match prep_rx.try_recv() {
+                            Ok(more) => {
+                                n += more.chunks.len();
+                                docs.push(more);
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    let texts: Vec<String> = docs
+                        .iter()
+                        .flat_map(|d| d.chunks.iter().map(Chunk::embedding_text))
+                        .collect();
                     match this.embedder.embed_documents(texts).await {
-                        Ok(vectors) => {
-                            if emb_tx.send(Embedded { prepared, vectors }).await.is_err() {
-                                break;
+                        Ok(mut vectors) => {
+                            for prepared in docs {
+                                let rest =
+                                    vectors.split_off(prepared.chunks.len().min(vectors.len()));
+                                let mine = std::mem::replace(&mut vectors, rest);
+                                if emb_tx
+                                    .send(Embedded {
+                                        prepared,
+                                        vectors: mine,
+                                    })
+                                    .await
+                                    .is_err()
+                                {
+                                    return;
+                                }
                             }
                         }
                         Err(e) => {
-                            let _ = out_tx.send(Outcome {
-                                source: prepared.source,
-                                result: Err(e.into()),
-                            });
-                            progress(Progress::Finished);
+                            let kind = e.kind();
+                            for prepared in docs {
+                                let message = format!("embedding failed: {e}");
+                                let _ = out_tx.send(Outcome {
+                                    source: prepared.source,
+                                    result: Err(match kind {
+                                        cairn_models::ErrorKind::Unavailable => {
+                                            IngestError::Unavailable(message)
+                                        }
+                                        _ => IngestError::Internal(message),
+                                    }),
+                                });
+                                progress(Progress::Finished);
+                            }
                         }
                     }
                 }

@@ -1,0 +1,509 @@
+//! `cairn bench`: ingest and recall benchmarks. They report figures and ratios; nothing here
+//! passes or fails on time.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use cairn_embed::{EmbedConfig, Embedder};
+use cairn_ingest::{Chunker, DocumentInput, IngestConfig, Ingestor, MediaType, Progress};
+use cairn_models::ids::{chunk_point_id, document_id, document_record_id};
+use cairn_models::{PointKind, Scope, StoredPoint, TrustOrigin};
+use cairn_recall::{RecallConfig, RecallRequest, Recaller};
+use cairn_store::{
+    EdgeStore, Filter, MemoryStore, SearchMode, SearchRequest, StoreConfig, UpsertPoint,
+};
+use clap::Subcommand;
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// End-to-end ingest throughput against the raw embedder on the same chunks, and the
+    /// cost of an unchanged re-ingest.
+    Ingest {
+        /// A BEIR `corpus.jsonl` to take documents from (default: generated documents).
+        #[arg(long)]
+        corpus: Option<std::path::PathBuf>,
+        /// Number of documents.
+        #[arg(long, default_value_t = 200)]
+        docs: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Recall latency (retrieval alone, and the whole recall with query embedding and pack
+    /// assembly) over a store of N chunks.
+    Recall {
+        /// Number of chunks in the store.
+        #[arg(long, default_value_t = 10_000)]
+        chunks: usize,
+        /// Number of timed queries (all distinct, so no cache helps).
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+        /// Number of real texts embedded with the model; the store's chunks are
+        /// perturbations of them (see the command's output).
+        #[arg(long, default_value_t = 300)]
+        base: usize,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// A small deterministic PRNG (SplitMix64): benchmark corpora are reproducible.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+    fn gauss(&mut self) -> f32 {
+        // Box-Muller.
+        let u1 = self.unit().max(1e-7);
+        let u2 = self.unit();
+        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f32::consts::PI * u2).cos()
+    }
+}
+
+const SUBJECTS: &[&str] = &[
+    "the shipment",
+    "our warehouse",
+    "the billing team",
+    "the new hire",
+    "the quarterly report",
+    "the backup server",
+    "customer support",
+    "the marketing plan",
+    "the laptop refresh",
+    "the office move",
+    "the security audit",
+    "the travel policy",
+    "the data pipeline",
+    "the design review",
+    "the vendor contract",
+    "the coffee machine",
+    "the release train",
+];
+const VERBS: &[&str] = &[
+    "was delayed until",
+    "needs approval from",
+    "is scheduled for",
+    "was moved to",
+    "depends on",
+    "is owned by",
+    "was reviewed during",
+    "must be finished before",
+    "is blocked by",
+    "was discussed with",
+];
+const OBJECTS: &[&str] = &[
+    "next Tuesday",
+    "the finance director",
+    "the Berlin office",
+    "the third sprint",
+    "the external auditors",
+    "a signed purchase order",
+    "the holiday freeze",
+    "the IT desk",
+    "the spring offsite",
+    "the legal team",
+    "the platform group",
+    "the end of March",
+];
+
+fn sentence(rng: &mut Rng) -> String {
+    format!(
+        "{} {} {}.",
+        SUBJECTS[rng.below(SUBJECTS.len())],
+        VERBS[rng.below(VERBS.len())],
+        OBJECTS[rng.below(OBJECTS.len())]
+    )
+}
+
+fn generated_doc(rng: &mut Rng, i: usize) -> String {
+    let mut text = format!("Memo {i}. ");
+    for _ in 0..(20 + rng.below(40)) {
+        let mut s = sentence(rng);
+        if let Some(first) = s.get(..1) {
+            s = first.to_uppercase() + &s[1..];
+        }
+        text.push_str(&s);
+        text.push(' ');
+    }
+    text
+}
+
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)].as_secs_f64() * 1e3
+}
+
+fn open_store(dir: &Path, dim: usize) -> Result<Arc<dyn MemoryStore>> {
+    Ok(Arc::new(EdgeStore::open(&StoreConfig {
+        data_dir: dir.to_path_buf(),
+        dim,
+    })?))
+}
+
+pub async fn run(_data_dir: &Path, which: BenchCommand) -> Result<std::process::ExitCode> {
+    match which {
+        BenchCommand::Ingest { corpus, docs, json } => {
+            bench_ingest(corpus.as_deref(), docs, json).await?
+        }
+        BenchCommand::Recall {
+            chunks,
+            queries,
+            base,
+            json,
+        } => bench_recall(chunks, queries, base, json).await?,
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+async fn load_embedder(cache: Option<&Path>) -> Result<Embedder> {
+    let cache = cache.map(Path::to_path_buf);
+    tokio::task::spawn_blocking(move || Embedder::open(&EmbedConfig::from_env(), cache.as_deref()))
+        .await
+        .context("model loading task")?
+        .context("loading the embedding model")
+}
+
+async fn bench_ingest(corpus: Option<&Path>, n_docs: usize, json: bool) -> Result<()> {
+    let texts: Vec<(String, String)> = match corpus {
+        Some(path) => cairn_ingest::beir::read_corpus(path)?
+            .into_iter()
+            .take(n_docs)
+            .map(|d| (format!("beir:{}", d.id), d.full_text()))
+            .collect(),
+        None => {
+            let mut rng = Rng(42);
+            (0..n_docs)
+                .map(|i| (format!("memo-{i}.txt"), generated_doc(&mut rng, i)))
+                .collect()
+        }
+    };
+    let work = tempfile::tempdir()?;
+    let raw_embedder = load_embedder(None).await?;
+    // Both sessions are warmed up outside the timings (the first inference of an ONNX
+    // session pays for graph optimisation and allocation).
+    raw_embedder.embed_documents(vec!["warm-up text".into()]).await?;
+    let config = IngestConfig::for_model(raw_embedder.spec().max_tokens);
+
+    // The chunks the pipeline will embed, embedded directly: the ceiling for the pipeline.
+    let chunker = Chunker::new(raw_embedder.tokenizer().clone(), config.chunk);
+    let mut chunk_texts = Vec::new();
+    let t_chunk = Instant::now();
+    for (_, text) in &texts {
+        let extracted = cairn_ingest::extract::extract("bench", text.as_bytes(), MediaType::Text)?;
+        chunk_texts.extend(
+            chunker
+                .chunk(&extracted)?
+                .iter()
+                .map(|c| c.embedding_text()),
+        );
+    }
+    let chunking = t_chunk.elapsed();
+    let n_chunks = chunk_texts.len();
+    let tokens: usize = chunk_texts
+        .iter()
+        .map(|t| raw_embedder.count_tokens(t))
+        .sum();
+    eprintln!(
+        "bench ingest: {} documents, {n_chunks} chunks, {tokens} tokens; embedding raw…",
+        texts.len()
+    );
+    let t = Instant::now();
+    raw_embedder.embed_documents(chunk_texts).await?;
+    let raw = t.elapsed();
+    drop(raw_embedder);
+
+    // The whole pipeline on a fresh store and an empty embedding cache.
+    let embedder = load_embedder(Some(&work.path().join("embed-cache"))).await?;
+    embedder.embed_query("warm-up query").await?;
+    let store = open_store(work.path(), embedder.spec().dim)?;
+    let ingestor = Arc::new(Ingestor::new(Arc::clone(&store), embedder, config)?);
+    let scope = Scope::default();
+    let inputs = || {
+        texts
+            .iter()
+            .map(|(s, t)| DocumentInput::text(s.clone(), t.clone(), MediaType::Text))
+            .collect::<Vec<_>>()
+    };
+    let noop: Arc<dyn Fn(Progress) + Send + Sync> = Arc::new(|_| {});
+    eprintln!("bench ingest: end-to-end ingest…");
+    let t = Instant::now();
+    let out = ingestor
+        .ingest_documents(&scope, inputs(), Arc::clone(&noop))
+        .await;
+    let first = t.elapsed();
+    let failed = out.iter().filter(|o| o.result.is_err()).count();
+    let t = Instant::now();
+    let again = ingestor.ingest_documents(&scope, inputs(), noop).await;
+    let second = t.elapsed();
+    let unchanged = again
+        .iter()
+        .filter(|o| matches!(&o.result, Ok(r) if r.status == cairn_ingest::DocStatus::Unchanged))
+        .count();
+    let stored = store
+        .count(&scope.partition(), Filter::new().eq("kind", "chunk"))
+        .await?;
+
+    let raw_rate = n_chunks as f64 / raw.as_secs_f64();
+    let e2e_rate = n_chunks as f64 / first.as_secs_f64();
+    let report = serde_json::json!({
+        "documents": texts.len(),
+        "chunks": n_chunks,
+        "tokens": tokens,
+        "stored_chunks": stored,
+        "failed": failed,
+        "chunking_seconds": chunking.as_secs_f64(),
+        "chunking_seconds": chunking.as_secs_f64(),
+        "raw_embed_seconds": raw.as_secs_f64(),
+        "raw_chunks_per_s": raw_rate,
+        "ingest_seconds": first.as_secs_f64(),
+        "ingest_chunks_per_s": e2e_rate,
+        "ingest_vs_raw_ratio": e2e_rate / raw_rate,
+        "unchanged_reingest_seconds": second.as_secs_f64(),
+        "unchanged_documents": unchanged,
+        "first_vs_unchanged_speedup": first.as_secs_f64() / second.as_secs_f64().max(1e-9),
+        "peak_rss_mib": peak_rss_mib(),
+    });
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("documents            {}", texts.len());
+        println!(
+            "chunks               {n_chunks} ({tokens} tokens), stored {stored}, failed {failed}"
+        );
+        println!("chunking alone       {:.2} s", chunking.as_secs_f64());
+        println!(
+            "raw embedder         {:.2} s  {raw_rate:.1} chunks/s",
+            raw.as_secs_f64()
+        );
+        println!(
+            "end-to-end ingest    {:.2} s  {e2e_rate:.1} chunks/s  (ratio {:.3})",
+            first.as_secs_f64(),
+            e2e_rate / raw_rate
+        );
+        println!(
+            "unchanged re-ingest  {:.3} s  ({unchanged} unchanged; {:.0}x faster than the first ingest)",
+            second.as_secs_f64(),
+            first.as_secs_f64() / second.as_secs_f64().max(1e-9)
+        );
+        if let Some(rss) = peak_rss_mib() {
+            println!("peak RSS             {rss:.0} MiB");
+        }
+    }
+    Ok(())
+}
+
+fn normalize(v: &mut [f32]) {
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+    v.iter_mut().for_each(|x| *x /= n);
+}
+
+async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bool) -> Result<()> {
+    let work = tempfile::tempdir()?;
+    let embedder = load_embedder(None).await?;
+    let dim = embedder.spec().dim;
+    let store = open_store(work.path(), dim)?;
+    let scope = Scope::default();
+    let partition = scope.partition();
+    let mut rng = Rng(7);
+
+    // Real embeddings of `n_base` texts; the store's chunks are noisy copies of them (cosine
+    // ≈ 0.95 to their base) with word-level edits, so vectors and BM25 terms have a realistic
+    // distribution without embedding every chunk (100k chunks would take hours here).
+    let base: Vec<String> = (0..n_base)
+        .map(|i| generated_doc(&mut rng, i).chars().take(600).collect())
+        .collect();
+    eprintln!("bench recall: embedding {n_base} base texts…");
+    let base_vecs = embedder.embed_documents(base.clone()).await?;
+    let t = Instant::now();
+    let now = chrono::Utc::now().timestamp_millis();
+    let docs_per_source = 10;
+    let mut batch = Vec::with_capacity(1000);
+    for i in 0..n_chunks {
+        let b = i % n_base;
+        let mut v = base_vecs[b].clone();
+        for x in v.iter_mut() {
+            *x += 0.016 * rng.gauss();
+        }
+        normalize(&mut v);
+        let words: Vec<&str> = base[b].split_whitespace().collect();
+        let mut text: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        for _ in 0..3 {
+            let at = rng.below(text.len());
+            text[at] = OBJECTS[rng.below(OBJECTS.len())]
+                .split(' ')
+                .next_back()
+                .unwrap_or("x")
+                .to_string();
+        }
+        let text = format!("{} ref{i}", text.join(" "));
+        let source = format!("bench/doc-{}", i / docs_per_source);
+        let doc_id = document_id(&source);
+        let index = (i % docs_per_source) as u32;
+        let mut p = StoredPoint::new(PointKind::Chunk, &scope, TrustOrigin::Document, now);
+        p.text = Some(text.clone());
+        p.source = Some(source.clone());
+        p.doc_id = Some(doc_id.clone());
+        p.chunk_index = Some(index);
+        p.span = Some((0, text.chars().count() as u64));
+        batch.push(UpsertPoint {
+            id: chunk_point_id(&partition, &source, &doc_id, index),
+            dense: Some(v),
+            bm25_text: Some(text),
+            payload: p,
+        });
+        if index == 0 {
+            let mut rec = StoredPoint::new(PointKind::Document, &scope, TrustOrigin::Document, now);
+            rec.source = Some(source.clone());
+            rec.doc_id = Some(doc_id);
+            rec.version = Some(1);
+            rec.chunk_count = Some(docs_per_source as u32);
+            batch.push(UpsertPoint {
+                id: document_record_id(&partition, &source),
+                dense: None,
+                bm25_text: None,
+                payload: rec,
+            });
+        }
+        if batch.len() >= 1000 {
+            store.upsert(std::mem::take(&mut batch)).await?;
+        }
+    }
+    store.upsert(batch).await?;
+    let load = t.elapsed();
+    let t = Instant::now();
+    store.optimize().await?;
+    let optimize = t.elapsed();
+    eprintln!(
+        "bench recall: {n_chunks} chunks loaded in {:.1}s, index built in {:.1}s; {n_queries} queries…",
+        load.as_secs_f64(),
+        optimize.as_secs_f64()
+    );
+
+    let recaller = Recaller::new(
+        Arc::clone(&store),
+        embedder.clone(),
+        RecallConfig::default(),
+    );
+    let queries: Vec<String> = (0..n_queries)
+        .map(|i| {
+            format!(
+                "What about {} {} (case {i})?",
+                SUBJECTS[i % SUBJECTS.len()],
+                VERBS[(i / 3) % VERBS.len()]
+            )
+        })
+        .collect();
+    // Warm-up (first-touch page faults, lazy initialisation).
+    for q in queries.iter().take(5) {
+        recaller
+            .recall(&RecallRequest {
+                scope: scope.clone(),
+                query: format!("warm-up {q}"),
+                budget: None,
+                filters: Default::default(),
+            })
+            .await?;
+    }
+    let mut retrieval = Vec::with_capacity(n_queries);
+    let mut embed = Vec::with_capacity(n_queries);
+    let mut whole = Vec::with_capacity(n_queries);
+    let filter = Filter::new().any_of("kind", vec!["chunk".into(), "message".into()]);
+    for q in &queries {
+        let t = Instant::now();
+        let qv = embedder.embed_query(&format!("timed {q}")).await?;
+        embed.push(t.elapsed());
+        let t = Instant::now();
+        let dense = store.search(
+            &partition,
+            SearchRequest {
+                mode: SearchMode::Dense(qv),
+                filter: filter.clone(),
+                limit: 50,
+                with_vectors: true,
+            },
+        );
+        let sparse = store.search(
+            &partition,
+            SearchRequest {
+                mode: SearchMode::Sparse(q.clone()),
+                filter: filter.clone(),
+                limit: 50,
+                with_vectors: true,
+            },
+        );
+        tokio::try_join!(dense, sparse)?;
+        retrieval.push(t.elapsed());
+        let t = Instant::now();
+        recaller
+            .recall(&RecallRequest {
+                scope: scope.clone(),
+                query: q.clone(),
+                budget: None,
+                filters: Default::default(),
+            })
+            .await?;
+        whole.push(t.elapsed());
+    }
+    for v in [&mut retrieval, &mut embed, &mut whole] {
+        v.sort();
+    }
+    let report = serde_json::json!({
+        "chunks": n_chunks,
+        "queries": n_queries,
+        "base_texts": n_base,
+        "load_seconds": load.as_secs_f64(),
+        "optimize_seconds": optimize.as_secs_f64(),
+        "retrieval_ms": {"p50": percentile(&retrieval, 0.5), "p99": percentile(&retrieval, 0.99)},
+        "query_embedding_ms": {"p50": percentile(&embed, 0.5), "p99": percentile(&embed, 0.99)},
+        "whole_recall_ms": {"p50": percentile(&whole, 0.5), "p99": percentile(&whole, 0.99)},
+        "peak_rss_mib": peak_rss_mib(),
+    });
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("chunks            {n_chunks} (noisy copies of {n_base} embedded texts)");
+        println!(
+            "load / index      {:.1} s / {:.1} s",
+            load.as_secs_f64(),
+            optimize.as_secs_f64()
+        );
+        println!(
+            "retrieval         p50 {:.2} ms  p99 {:.2} ms  (dense + BM25 legs)",
+            percentile(&retrieval, 0.5),
+            percentile(&retrieval, 0.99)
+        );
+        println!(
+            "query embedding   p50 {:.2} ms  p99 {:.2} ms",
+            percentile(&embed, 0.5),
+            percentile(&embed, 0.99)
+        );
+        println!("whole recall      p50 {:.2} ms  p99 {:.2} ms  (embedding + retrieval + identifiers + pack)", percentile(&whole, 0.5), percentile(&whole, 0.99));
+        if let Some(rss) = peak_rss_mib() {
+            println!("peak RSS          {rss:.0} MiB");
+        }
+    }
+    Ok(())
+}
