@@ -89,6 +89,14 @@ pub enum PointKind {
     Document,
     /// The record of a completed agent turn (not searchable).
     Turn,
+    /// Evidence posted by a third-party agent (`evt:<id>`, id in `doc_id`; not searchable:
+    /// unvetted claims reach recall only through an approved candidate).
+    Event,
+    /// A memory proposed by a third-party agent, with its review status (`cand:<id>`, id in
+    /// `doc_id`; not searchable).
+    Candidate,
+    /// An approved candidate as a searchable memory (`mem:<id>`, id in `doc_id`).
+    Memory,
 }
 
 impl PointKind {
@@ -98,12 +106,18 @@ impl PointKind {
             PointKind::Message => "message",
             PointKind::Document => "document",
             PointKind::Turn => "turn",
+            PointKind::Event => "event",
+            PointKind::Candidate => "candidate",
+            PointKind::Memory => "memory",
         }
     }
 
     /// Whether recall searches points of this kind.
     pub fn searchable(self) -> bool {
-        matches!(self, PointKind::Chunk | PointKind::Message)
+        matches!(
+            self,
+            PointKind::Chunk | PointKind::Message | PointKind::Memory
+        )
     }
 }
 
@@ -214,6 +228,9 @@ impl StoredPoint {
             ),
             PointKind::Document => format!("doc:{}", self.doc_id.as_deref().unwrap_or("?")),
             PointKind::Turn => format!("turn:{}", self.turn_id.as_deref().unwrap_or("?")),
+            PointKind::Event => format!("evt:{}", self.doc_id.as_deref().unwrap_or("?")),
+            PointKind::Candidate => format!("cand:{}", self.doc_id.as_deref().unwrap_or("?")),
+            PointKind::Memory => format!("mem:{}", self.doc_id.as_deref().unwrap_or("?")),
         }
     }
 }

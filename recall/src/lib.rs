@@ -111,7 +111,7 @@ pub struct RecallFilters {
     /// Only memories at or before this time (epoch ms).
     #[serde(default)]
     pub until: Option<i64>,
-    /// Only documents (`chunk`) or only messages (`message`).
+    /// Only documents (`chunk`), messages (`message`) or approved memories (`memory`).
     #[serde(default)]
     pub kinds: Option<Vec<PointKind>>,
 }
@@ -124,7 +124,7 @@ impl RecallFilters {
                 .filter(|k| k.searchable())
                 .map(|k| k.as_str().to_string())
                 .collect(),
-            None => vec!["chunk".into(), "message".into()],
+            None => vec!["chunk".into(), "message".into(), "memory".into()],
         };
         let mut f = Filter::new().any_of("kind", kinds);
         if let Some(a) = &self.agent {
