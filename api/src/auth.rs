@@ -1,7 +1,9 @@
 //! API keys. A key binds its caller to one tenant (and optionally to a set of users). Keys are
 //! configured as sha256 hashes, so the server never stores a usable key:
-//! `CAIRN_API_KEYS="<sha256-hex>:<tenant>[:<user>|<user>...],..."` or a file with one such
-//! entry per line (`--api-keys FILE`). `cairn hash-key KEY` prints the hash of a key.
+//! `CAIRN_API_KEYS="<sha256-hex>:<tenant>[:<user>|<user>...[:proposer]],..."` or a file with
+//! one such entry per line (`--api-keys FILE`). `cairn hash-key KEY` prints the hash of a key.
+//! A key marked `proposer` (a third-party agent's) may only post events and candidates; every
+//! other route, deciding on candidates included, needs a full key.
 
 use std::collections::HashMap;
 
@@ -17,6 +19,18 @@ pub struct Grant {
     pub tenant: String,
     /// Empty: every user of the tenant.
     pub users: Vec<String>,
+    /// What the key may do.
+    pub role: KeyRole,
+}
+
+/// What a key may do inside its tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KeyRole {
+    /// Every route.
+    #[default]
+    Full,
+    /// Only `POST /v1/events` and `POST /v1/candidates` (third-party agents).
+    Proposer,
 }
 
 /// The configured keys (by hash). Empty: authentication is off (loopback only).
@@ -54,11 +68,26 @@ impl Auth {
                         .collect()
                 })
                 .unwrap_or_default();
+            let role = match parts.next().map(str::trim) {
+                None | Some("") | Some("full") => KeyRole::Full,
+                Some("proposer") => KeyRole::Proposer,
+                Some(other) => {
+                    return Err(format!(
+                    "API key entry for tenant {tenant}: unknown role {other:?} (full or proposer)"
+                ))
+                }
+            };
+            if parts.next().is_some() {
+                return Err(format!(
+                    "API key entry for tenant {tenant}: expected <sha256-hex>:<tenant>[:<users>[:<role>]]"
+                ));
+            }
             keys.insert(
                 hash.to_ascii_lowercase(),
                 Grant {
                     tenant: tenant.to_string(),
                     users,
+                    role,
                 },
             );
         }
@@ -69,11 +98,33 @@ impl Auth {
         !self.keys.is_empty()
     }
 
-    /// Checks the request's key against the scope it names. Without configured keys every
-    /// request passes (the server then listens on loopback only).
+    /// Checks the request's key against the scope it names; proposer keys are refused.
+    /// Without configured keys every request passes (the server then listens on loopback
+    /// only).
     pub fn check(&self, headers: &HeaderMap, tenant: &str, user: &str) -> Result<(), ApiError> {
+        match self.grant(headers, tenant, user)? {
+            Some(KeyRole::Proposer) => Err(ApiError::Forbidden(
+                "this API key may only post events and candidates".into(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Like [`Auth::check_scope`], for the routes proposer keys may call too.
+    pub fn check_propose(&self, headers: &HeaderMap, scope: &Scope) -> Result<(), ApiError> {
+        self.grant(headers, &scope.tenant, &scope.user).map(|_| ())
+    }
+
+    /// The role of the request's key if it may access (tenant, user); `None` when
+    /// authentication is off.
+    fn grant(
+        &self,
+        headers: &HeaderMap,
+        tenant: &str,
+        user: &str,
+    ) -> Result<Option<KeyRole>, ApiError> {
         if !self.enabled() {
-            return Ok(());
+            return Ok(None);
         }
         let key = headers
             .get(axum::http::header::AUTHORIZATION)
@@ -89,7 +140,7 @@ impl Auth {
         {
             return Err(ApiError::ScopeForbidden);
         }
-        Ok(())
+        Ok(Some(grant.role))
     }
 
     pub fn check_scope(&self, headers: &HeaderMap, scope: &Scope) -> Result<(), ApiError> {
@@ -126,6 +177,18 @@ mod tests {
             Err(ApiError::Unauthorized)
         ));
         assert!(Auth::parse("nothex:acme").is_err());
+        let p = sha256_hex(b"agent");
+        let auth = Auth::parse(&format!("{h}:acme\n{p}:acme::proposer")).unwrap();
+        headers.insert("authorization", "Bearer agent".parse().unwrap());
+        let scope = Scope::new("acme", "alice", "n", "a", "s").unwrap();
+        assert!(auth.check_propose(&headers, &scope).is_ok());
+        assert!(matches!(
+            auth.check_scope(&headers, &scope),
+            Err(ApiError::Forbidden(_))
+        ));
+        headers.insert("authorization", "Bearer secret".parse().unwrap());
+        assert!(auth.check_scope(&headers, &scope).is_ok());
+        assert!(Auth::parse(&format!("{h}:acme::admin")).is_err());
         assert!(!Auth::parse("").unwrap().enabled());
     }
 }

@@ -23,6 +23,9 @@ pub struct Engine {
     pub recaller: Arc<Recaller>,
     /// Serializes turn completions, so concurrent identical completions store one turn.
     pub turn_lock: Mutex<()>,
+    /// Serializes candidate proposals, decisions and forgetting, so a decision never races
+    /// the removal of its evidence. Lock order: `turn_lock` before `review_lock`.
+    pub review_lock: Mutex<()>,
     /// What `prepare` selected per (scope, turn id), for `complete`'s REFERS_TO links. Kept in
     /// memory only (prepare persists nothing) and bounded.
     pub prepared: Mutex<PreparedTurns>,
@@ -93,6 +96,7 @@ impl Engine {
             ingestor,
             recaller,
             turn_lock: Mutex::new(()),
+            review_lock: Mutex::new(()),
             prepared: Mutex::new(PreparedTurns::default()),
         })
     }

@@ -21,6 +21,8 @@ pub enum ApiError {
     #[error("this API key may not access that scope")]
     ScopeForbidden,
     #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
     TurnConflict(String),
@@ -35,6 +37,8 @@ pub enum ApiError {
     #[error("{0}")]
     EmptyDocument(String),
     #[error("{0}")]
+    EvidenceNotFound(String),
+    #[error("{0}")]
     Unavailable(String),
     #[error("the request took too long")]
     Timeout,
@@ -43,16 +47,19 @@ pub enum ApiError {
 }
 
 /// The JSON error body: `{"error": {"code", "message", "hint"?}}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ErrorBody {
     pub error: ErrorDetail,
 }
 
-#[derive(Debug, Serialize)]
+/// One error. `code` is stable (README "Error codes"); `message` is for people.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ErrorDetail {
+    #[schema(value_type = String, example = "invalid_request")]
     pub code: &'static str,
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
     pub hint: Option<&'static str>,
 }
 
@@ -67,6 +74,11 @@ impl ApiError {
                 Some("send the key as `Authorization: Bearer <key>`"),
             ),
             ApiError::ScopeForbidden => (StatusCode::FORBIDDEN, "scope_forbidden", None),
+            ApiError::Forbidden(_) => (
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                Some("deciding, reading and forgetting need a full key"),
+            ),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found", None),
             ApiError::TurnConflict(_) => (
                 StatusCode::CONFLICT,
@@ -88,6 +100,11 @@ impl ApiError {
             ApiError::EmptyDocument(_) => {
                 (StatusCode::UNPROCESSABLE_ENTITY, "empty_document", None)
             }
+            ApiError::EvidenceNotFound(_) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "evidence_not_found",
+                Some("cite doc:, msg: or evt: refs that exist in the same scope"),
+            ),
             ApiError::Unavailable(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",

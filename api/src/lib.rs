@@ -6,14 +6,19 @@
 //! same error shape.
 
 pub mod auth;
+pub mod candidates;
 pub mod engine;
 pub mod error;
+pub mod evidence;
+pub mod forget;
 pub mod json;
 pub mod metrics;
+pub mod refs;
 mod routes;
+pub mod schema;
 pub mod turns;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
@@ -55,19 +60,31 @@ pub struct AppState {
 
 pub type SharedState = Arc<AppState>;
 
+/// The OpenAPI document of every route, generated from the handlers' annotations (the same
+/// list the router is built from).
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    routes::api().into_openapi()
+}
+
+/// [`openapi`] as pretty JSON with a final newline: what `GET /v1/openapi.json` serves and
+/// what `api/openapi.json` holds.
+pub fn openapi_json() -> String {
+    static JSON: OnceLock<String> = OnceLock::new();
+    JSON.get_or_init(|| {
+        let mut s = openapi()
+            .to_pretty_json()
+            .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+        s.push('\n');
+        s
+    })
+    .clone()
+}
+
 /// The whole HTTP application.
 pub fn app(state: SharedState) -> Router {
     let limit = state.config.max_body_bytes;
-    Router::new()
-        .merge(routes::health())
-        .nest(
-            "/v1",
-            Router::new()
-                .merge(routes::recall())
-                .merge(routes::turns())
-                .merge(routes::documents())
-                .merge(routes::messages()),
-        )
+    let (router, _) = routes::api().split_for_parts();
+    router
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn_with_state(

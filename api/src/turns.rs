@@ -10,38 +10,47 @@ use cairn_models::{
 use cairn_recall::{RecallFilters, RecallRequest};
 use cairn_store::UpsertPoint;
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::engine::Engine;
 use crate::error::ApiError;
 
 /// `POST /v1/turns/prepare` body.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrepareRequest {
+    #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
     pub user_message: String,
+    /// Default: a new random id (`turn-<uuid>`).
     #[serde(default)]
     pub turn_id: Option<String>,
     #[serde(default)]
+    #[schema(value_type = crate::schema::TurnMode)]
     pub mode: TurnMode,
     #[serde(default)]
     pub token_budget: Option<usize>,
     #[serde(default)]
+    #[schema(value_type = crate::schema::RecallFilters)]
     pub filters: RecallFilters,
 }
 
 /// `POST /v1/turns/{turn_id}/complete` body.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CompleteRequest {
+    /// `session` is the conversation the messages are recorded in.
+    #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
     pub user_message: String,
     pub assistant_message: String,
     #[serde(default)]
     pub source: Option<String>,
     #[serde(default)]
+    #[schema(value_type = crate::schema::TurnMode)]
     pub mode: TurnMode,
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
     /// Refs (`doc:..#..`, `msg:../..`) the assistant's answer cites.
     #[serde(default)]
@@ -49,7 +58,7 @@ pub struct CompleteRequest {
 }
 
 /// What `complete` returns; identical for every replay of the same completion.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct TurnReceipt {
     pub turn_id: String,
     pub user_message_ref: String,

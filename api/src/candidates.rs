@@ -1,0 +1,708 @@
+//! Third-party evidence and candidate memories: other agents propose, a trusted caller
+//! decides.
+//!
+//! - An **event** (`evt:<id>`) is evidence posted by a third-party agent. It is stored
+//!   verbatim and can be cited as evidence, but it is *not searchable*: an unvetted claim
+//!   reaches recall only through an approved candidate.
+//! - A **candidate** (`cand:<id>`) is a proposed memory citing evidence (`doc:`, `msg:`,
+//!   `evt:` refs that must exist in the scope). It starts `pending`; a caller with a full
+//!   key approves or rejects it. Only an approved candidate is written as a searchable
+//!   memory point (`mem:<id>`, trust origin `third_party_agent`, citing its evidence).
+//!   Approve and reject are idempotent; the other decision afterwards is `409 conflict`.
+//! - Forgetting evidence (see `forget`) invalidates candidates whose evidence is all gone.
+//!
+//! Ids are pure functions of the scope and the content, so a replayed proposal lands on
+//! the same record (the first proposal's confidence and metadata are kept).
+
+use cairn_ingest::Timestamp;
+use cairn_models::ids::{normalize_content, sha256_hex};
+use cairn_models::scope::validate_component;
+use cairn_models::{Partition, PointKind, Scope, StoredPoint, TrustOrigin};
+use cairn_store::{Filter, UpsertPoint};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::engine::Engine;
+use crate::error::ApiError;
+use crate::evidence::{exists, record_point_id, scroll_all};
+use crate::refs::Ref;
+
+/// Longest event content, in bytes.
+pub const MAX_EVENT_BYTES: usize = 64 * 1024;
+/// Longest candidate content, in bytes.
+pub const MAX_CANDIDATE_BYTES: usize = 8 * 1024;
+/// Most evidence refs of one candidate.
+pub const MAX_EVIDENCE: usize = 32;
+
+// ---------- events ----------
+
+/// `POST /v1/events` body.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EventRequest {
+    #[schema(value_type = crate::schema::Scope)]
+    pub scope: Scope,
+    /// The third-party agent posting the event (`[A-Za-z0-9_.-]+`).
+    pub source_agent: String,
+    /// The event, stored verbatim (at most 64 KiB).
+    pub content: String,
+    /// When it happened (RFC 3339 or epoch ms); part of the id, so repeated identical
+    /// events are told apart by their time. Defaults to the time of recording.
+    #[serde(default)]
+    #[schema(value_type = Option<crate::schema::Timestamp>)]
+    pub ts: Option<Timestamp>,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// What `POST /v1/events` returns.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EventReceipt {
+    pub event_id: String,
+    /// `evt:<id>`: cite it as evidence of a candidate.
+    #[serde(rename = "ref")]
+    pub reference: String,
+    /// False when the same event was already stored.
+    pub created: bool,
+}
+
+/// A stored event.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EventView {
+    pub event_id: String,
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub source_agent: String,
+    pub content: String,
+    /// Epoch ms.
+    pub ts: i64,
+    pub session: String,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+}
+
+fn event_view(p: &StoredPoint) -> EventView {
+    let id = p.doc_id.clone().unwrap_or_default();
+    EventView {
+        reference: format!("evt:{id}"),
+        event_id: id,
+        source_agent: p.agent.clone(),
+        content: p.text.clone().unwrap_or_default(),
+        ts: p.ts,
+        session: p.session.clone(),
+        metadata: p.metadata.clone(),
+    }
+}
+
+/// Stores an event (idempotent).
+pub async fn post_event(engine: &Engine, req: EventRequest) -> Result<EventReceipt, ApiError> {
+    req.scope.validate()?;
+    validate_component("source_agent", &req.source_agent)?;
+    if req.content.trim().is_empty() || req.content.len() > MAX_EVENT_BYTES {
+        return Err(ApiError::InvalidRequest(format!(
+            "content must be 1 to {MAX_EVENT_BYTES} bytes"
+        )));
+    }
+    let ts = match &req.ts {
+        Some(t) => Some(t.to_millis()?),
+        None => None,
+    };
+    let partition = req.scope.partition();
+    let id = sha256_hex(
+        format!(
+            "evt\0{}\0{}\0{}\0{}",
+            partition.key(),
+            req.source_agent,
+            normalize_content(&req.content),
+            ts.map(|t| t.to_string()).unwrap_or_default()
+        )
+        .as_bytes(),
+    )[..32]
+        .to_string();
+    let point_id = record_point_id("event", &partition, &id);
+    let receipt = |created| EventReceipt {
+        reference: format!("evt:{id}"),
+        event_id: id.clone(),
+        created,
+    };
+    let _serial = engine.review_lock.lock().await;
+    if !engine
+        .store
+        .retrieve(&partition, &[point_id], false)
+        .await?
+        .is_empty()
+    {
+        return Ok(receipt(false));
+    }
+    let now = chrono::Utc::now().timestamp_millis();
+    let mut scope = req.scope.clone();
+    scope.agent = req.source_agent.clone();
+    let mut p = StoredPoint::new(
+        PointKind::Event,
+        &scope,
+        TrustOrigin::ThirdPartyAgent,
+        ts.unwrap_or(now),
+    );
+    p.doc_id = Some(id.clone());
+    p.text = Some(req.content.clone());
+    p.source = Some(format!("agent {}", req.source_agent));
+    p.content_hash = Some(sha256_hex(req.content.as_bytes()));
+    p.metadata = req.metadata;
+    engine
+        .store
+        .upsert(vec![UpsertPoint {
+            id: point_id,
+            dense: None,
+            bm25_text: None,
+            payload: p,
+        }])
+        .await?;
+    Ok(receipt(true))
+}
+
+/// One event of the partition.
+pub async fn get_event(
+    engine: &Engine,
+    partition: &Partition,
+    id: &str,
+) -> Result<EventView, ApiError> {
+    engine
+        .store
+        .retrieve(partition, &[record_point_id("event", partition, id)], false)
+        .await?
+        .first()
+        .map(|h| event_view(&h.point))
+        .ok_or_else(|| ApiError::NotFound(format!("no event {id} in this scope")))
+}
+
+// ---------- candidates ----------
+
+/// Review status of a candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CandidateStatus {
+    /// Proposed, not decided: never recalled.
+    Pending,
+    /// Approved: recalled as a memory with trust origin `third_party_agent`.
+    Approved,
+    /// Rejected: never recalled.
+    Rejected,
+    /// Its evidence was forgotten: never recalled, cannot be decided.
+    Invalidated,
+}
+
+impl CandidateStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CandidateStatus::Pending => "pending",
+            CandidateStatus::Approved => "approved",
+            CandidateStatus::Rejected => "rejected",
+            CandidateStatus::Invalidated => "invalidated",
+        }
+    }
+}
+
+/// `POST /v1/candidates` body.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CandidateRequest {
+    #[schema(value_type = crate::schema::Scope)]
+    pub scope: Scope,
+    /// The proposing third-party agent (`[A-Za-z0-9_.-]+`).
+    pub source_agent: String,
+    /// What kind of memory this is (`fact`, `preference`, ...; `[A-Za-z0-9_.-]+`).
+    pub memory_type: String,
+    /// The proposed memory (at most 8 KiB).
+    pub content: String,
+    /// 1 to 32 refs (`doc:<id>[#<chunk>]`, `msg:<conversation>/<seq>`, `evt:<id>`), each of
+    /// which must exist in the scope.
+    pub evidence_refs: Vec<String>,
+    /// The proposer's confidence, 0 to 1.
+    pub confidence: f64,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// `POST /v1/candidates/{id}/approve` and `/reject` body.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionRequest {
+    #[schema(value_type = crate::schema::Scope)]
+    pub scope: Scope,
+    /// Why (at most 1 KiB); kept with the decision.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// What is stored with a candidate (its record's metadata).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct CandidateState {
+    status: CandidateStatus,
+    source_agent: String,
+    memory_type: String,
+    evidence_refs: Vec<String>,
+    confidence: f64,
+    #[serde(default)]
+    decided_at: Option<i64>,
+    #[serde(default)]
+    note: Option<String>,
+    #[serde(default)]
+    invalidated_by: Vec<String>,
+    #[serde(default)]
+    metadata: Option<serde_json::Value>,
+}
+
+/// A candidate as the API shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CandidateView {
+    pub candidate_id: String,
+    /// `cand:<id>`.
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub status: CandidateStatus,
+    pub source_agent: String,
+    pub memory_type: String,
+    pub content: String,
+    pub evidence_refs: Vec<String>,
+    pub confidence: f64,
+    /// Epoch ms.
+    pub proposed_at: i64,
+    /// Epoch ms of the approval, rejection or invalidation.
+    pub decided_at: Option<i64>,
+    pub note: Option<String>,
+    /// `mem:<id>` while approved: the ref recall cites.
+    pub memory_ref: Option<String>,
+    /// The forgotten refs that invalidated it.
+    pub invalidated_by: Vec<String>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// What `POST /v1/candidates` returns.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ProposeResponse {
+    /// False when the same proposal was already stored (whatever its status now).
+    pub created: bool,
+    pub candidate: CandidateView,
+}
+
+/// A stored candidate: its record and decoded state.
+#[derive(Debug, Clone)]
+pub(crate) struct Stored {
+    point: StoredPoint,
+    state: CandidateState,
+}
+
+impl Stored {
+    fn decode(point: StoredPoint) -> Result<Stored, ApiError> {
+        let state = serde_json::from_value(point.metadata.clone().unwrap_or_default())
+            .map_err(|e| ApiError::Internal(format!("stored candidate: {e}")))?;
+        Ok(Stored { point, state })
+    }
+
+    pub(crate) fn id(&self) -> String {
+        self.point.doc_id.clone().unwrap_or_default()
+    }
+
+    pub(crate) fn status(&self) -> CandidateStatus {
+        self.state.status
+    }
+
+    pub(crate) fn evidence(&self) -> &[String] {
+        &self.state.evidence_refs
+    }
+
+    pub(crate) fn view(&self) -> CandidateView {
+        let id = self.id();
+        CandidateView {
+            reference: format!("cand:{id}"),
+            status: self.state.status,
+            source_agent: self.state.source_agent.clone(),
+            memory_type: self.state.memory_type.clone(),
+            content: self.point.text.clone().unwrap_or_default(),
+            evidence_refs: self.state.evidence_refs.clone(),
+            confidence: self.state.confidence,
+            proposed_at: self.point.ts,
+            decided_at: self.state.decided_at,
+            note: self.state.note.clone(),
+            memory_ref: (self.state.status == CandidateStatus::Approved)
+                .then(|| format!("mem:{id}")),
+            invalidated_by: self.state.invalidated_by.clone(),
+            metadata: self.state.metadata.clone(),
+            candidate_id: id,
+        }
+    }
+}
+
+fn partition_of(p: &StoredPoint) -> Partition {
+    Partition {
+        tenant: p.tenant.clone(),
+        user: p.user.clone(),
+        namespace: p.namespace.clone(),
+    }
+}
+
+/// Writes a candidate record (not searchable: no vectors).
+async fn save(engine: &Engine, stored: &Stored) -> Result<(), ApiError> {
+    let mut point = stored.point.clone();
+    point.metadata = Some(
+        serde_json::to_value(&stored.state)
+            .map_err(|e| ApiError::Internal(format!("candidate state: {e}")))?,
+    );
+    let id = record_point_id("candidate", &partition_of(&point), &stored.id());
+    engine
+        .store
+        .upsert(vec![UpsertPoint {
+            id,
+            dense: None,
+            bm25_text: None,
+            payload: point,
+        }])
+        .await?;
+    Ok(())
+}
+
+/// Loads a candidate of the partition.
+pub(crate) async fn load(
+    engine: &Engine,
+    partition: &Partition,
+    id: &str,
+) -> Result<Option<Stored>, ApiError> {
+    match engine
+        .store
+        .retrieve(
+            partition,
+            &[record_point_id("candidate", partition, id)],
+            false,
+        )
+        .await?
+        .into_iter()
+        .next()
+    {
+        Some(h) => Ok(Some(Stored::decode(h.point)?)),
+        None => Ok(None),
+    }
+}
+
+/// Every candidate of the partition, oldest proposal first.
+pub(crate) async fn load_all(
+    engine: &Engine,
+    partition: &Partition,
+) -> Result<Vec<Stored>, ApiError> {
+    let hits = scroll_all(
+        engine.store.as_ref(),
+        partition,
+        Filter::new().eq("kind", PointKind::Candidate.as_str()),
+    )
+    .await?;
+    let mut out = hits
+        .into_iter()
+        .map(|h| Stored::decode(h.point))
+        .collect::<Result<Vec<_>, _>>()?;
+    out.sort_by(|a, b| {
+        a.point
+            .ts
+            .cmp(&b.point.ts)
+            .then_with(|| a.id().cmp(&b.id()))
+    });
+    Ok(out)
+}
+
+/// Canonical evidence refs: parsed, evidence kinds only, sorted, deduplicated.
+fn canonical_evidence(refs: &[String]) -> Result<Vec<Ref>, ApiError> {
+    if refs.is_empty() || refs.len() > MAX_EVIDENCE {
+        return Err(ApiError::InvalidRequest(format!(
+            "evidence_refs must hold 1 to {MAX_EVIDENCE} refs"
+        )));
+    }
+    let mut out = Vec::with_capacity(refs.len());
+    for r in refs {
+        let parsed = Ref::parse(r)?;
+        if !parsed.is_evidence() {
+            return Err(ApiError::InvalidRequest(format!(
+                "{r} cannot be evidence (use doc:, msg: or evt: refs)"
+            )));
+        }
+        out.push(parsed);
+    }
+    out.sort_by_key(|r| r.to_string());
+    out.dedup();
+    Ok(out)
+}
+
+/// The refs of `refs` that no longer exist in the partition.
+async fn missing(
+    engine: &Engine,
+    partition: &Partition,
+    refs: &[Ref],
+) -> Result<Vec<String>, ApiError> {
+    let mut out = Vec::new();
+    for r in refs {
+        if !exists(engine.store.as_ref(), partition, r).await? {
+            out.push(r.to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// Stores a pending candidate (idempotent: the same proposal returns the stored one).
+pub async fn propose(engine: &Engine, req: CandidateRequest) -> Result<ProposeResponse, ApiError> {
+    req.scope.validate()?;
+    validate_component("source_agent", &req.source_agent)?;
+    validate_component("memory_type", &req.memory_type)?;
+    if req.content.trim().is_empty() || req.content.len() > MAX_CANDIDATE_BYTES {
+        return Err(ApiError::InvalidRequest(format!(
+            "content must be 1 to {MAX_CANDIDATE_BYTES} bytes"
+        )));
+    }
+    if !(0.0..=1.0).contains(&req.confidence) {
+        return Err(ApiError::InvalidRequest(
+            "confidence must be between 0 and 1".into(),
+        ));
+    }
+    let evidence = canonical_evidence(&req.evidence_refs)?;
+    let evidence_refs: Vec<String> = evidence.iter().map(ToString::to_string).collect();
+    let partition = req.scope.partition();
+    let id = sha256_hex(
+        format!(
+            "cand\0{}\0{}\0{}\0{}\0{}",
+            partition.key(),
+            req.source_agent,
+            req.memory_type,
+            normalize_content(&req.content),
+            evidence_refs.join("\0")
+        )
+        .as_bytes(),
+    )[..32]
+        .to_string();
+
+    let _serial = engine.review_lock.lock().await;
+    if let Some(existing) = load(engine, &partition, &id).await? {
+        return Ok(ProposeResponse {
+            created: false,
+            candidate: existing.view(),
+        });
+    }
+    let missing = missing(engine, &partition, &evidence).await?;
+    if !missing.is_empty() {
+        return Err(ApiError::EvidenceNotFound(format!(
+            "evidence not found in this scope: {}",
+            missing.join(", ")
+        )));
+    }
+    let mut scope = req.scope.clone();
+    scope.agent = req.source_agent.clone();
+    let mut point = StoredPoint::new(
+        PointKind::Candidate,
+        &scope,
+        TrustOrigin::ThirdPartyAgent,
+        chrono::Utc::now().timestamp_millis(),
+    );
+    point.doc_id = Some(id);
+    point.text = Some(req.content.clone());
+    point.content_hash = Some(sha256_hex(req.content.as_bytes()));
+    let stored = Stored {
+        point,
+        state: CandidateState {
+            status: CandidateStatus::Pending,
+            source_agent: req.source_agent,
+            memory_type: req.memory_type,
+            evidence_refs,
+            confidence: req.confidence,
+            decided_at: None,
+            note: None,
+            invalidated_by: Vec::new(),
+            metadata: req.metadata,
+        },
+    };
+    save(engine, &stored).await?;
+    Ok(ProposeResponse {
+        created: true,
+        candidate: stored.view(),
+    })
+}
+
+/// One candidate of the partition.
+pub async fn get(
+    engine: &Engine,
+    partition: &Partition,
+    id: &str,
+) -> Result<CandidateView, ApiError> {
+    validate_component("candidate_id", id)?;
+    load(engine, partition, id)
+        .await?
+        .map(|s| s.view())
+        .ok_or_else(|| ApiError::NotFound(format!("no candidate {id} in this scope")))
+}
+
+/// The candidates of the partition, optionally of one status, oldest first.
+pub async fn list(
+    engine: &Engine,
+    partition: &Partition,
+    status: Option<CandidateStatus>,
+) -> Result<Vec<CandidateView>, ApiError> {
+    Ok(load_all(engine, partition)
+        .await?
+        .into_iter()
+        .filter(|s| status.is_none_or(|st| s.status() == st))
+        .map(|s| s.view())
+        .collect())
+}
+
+/// The searchable text and citation source of an approved memory.
+fn memory_source(state: &CandidateState) -> String {
+    format!(
+        "agent {}; evidence {}",
+        state.source_agent,
+        state.evidence_refs.join(", ")
+    )
+}
+
+/// Writes (or rewrites) the searchable memory point of an approved candidate.
+pub(crate) async fn write_memory(engine: &Engine, stored: &Stored) -> Result<(), ApiError> {
+    let partition = partition_of(&stored.point);
+    let text = stored.point.text.clone().unwrap_or_default();
+    let mut vectors = engine.embedder.embed_documents(vec![text.clone()]).await?;
+    let dense = vectors
+        .pop()
+        .ok_or_else(|| ApiError::Internal("no embedding for a memory".into()))?;
+    let mut p = stored.point.clone();
+    p.kind = PointKind::Memory;
+    p.source = Some(memory_source(&stored.state));
+    p.metadata = Some(serde_json::json!({
+        "candidate_id": stored.id(),
+        "memory_type": stored.state.memory_type,
+        "confidence": stored.state.confidence,
+        "evidence_refs": stored.state.evidence_refs,
+    }));
+    engine
+        .store
+        .upsert(vec![UpsertPoint {
+            id: record_point_id("memory", &partition, &stored.id()),
+            dense: Some(dense),
+            bm25_text: Some(text),
+            payload: p,
+        }])
+        .await?;
+    Ok(())
+}
+
+/// Removes the searchable memory point of a candidate (if any).
+pub(crate) async fn remove_memory(engine: &Engine, stored: &Stored) -> Result<(), ApiError> {
+    let partition = partition_of(&stored.point);
+    engine
+        .store
+        .delete_ids(
+            &partition,
+            vec![record_point_id("memory", &partition, &stored.id())],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Marks a candidate invalidated (soft forget) or deletes its record (hard), and removes its
+/// memory. Called with `review_lock` held.
+pub(crate) async fn invalidate(
+    engine: &Engine,
+    mut stored: Stored,
+    by: &str,
+    hard: bool,
+) -> Result<(), ApiError> {
+    remove_memory(engine, &stored).await?;
+    if hard {
+        let partition = partition_of(&stored.point);
+        engine
+            .store
+            .delete_ids(
+                &partition,
+                vec![record_point_id("candidate", &partition, &stored.id())],
+            )
+            .await?;
+        return Ok(());
+    }
+    stored.state.status = CandidateStatus::Invalidated;
+    stored.state.decided_at = Some(chrono::Utc::now().timestamp_millis());
+    if !stored.state.invalidated_by.iter().any(|b| b == by) {
+        stored.state.invalidated_by.push(by.to_string());
+    }
+    save(engine, &stored).await
+}
+
+/// Drops forgotten refs from a candidate that keeps other evidence (and rewrites its memory
+/// when approved). Called with `review_lock` held.
+pub(crate) async fn narrow(
+    engine: &Engine,
+    mut stored: Stored,
+    remaining: Vec<String>,
+    by: &str,
+) -> Result<(), ApiError> {
+    stored.state.evidence_refs = remaining;
+    if !stored.state.invalidated_by.iter().any(|b| b == by) {
+        stored.state.invalidated_by.push(by.to_string());
+    }
+    if stored.state.status == CandidateStatus::Approved {
+        write_memory(engine, &stored).await?;
+    }
+    save(engine, &stored).await
+}
+
+/// Approves or rejects a candidate. Idempotent per decision; the other decision, or any
+/// decision on an invalidated candidate, is `409 conflict`.
+pub async fn decide(
+    engine: &Engine,
+    scope: &Scope,
+    id: &str,
+    approve: bool,
+    note: Option<String>,
+) -> Result<CandidateView, ApiError> {
+    scope.validate()?;
+    validate_component("candidate_id", id)?;
+    if note.as_ref().is_some_and(|n| n.len() > 1024) {
+        return Err(ApiError::InvalidRequest(
+            "note must be at most 1024 bytes".into(),
+        ));
+    }
+    let partition = scope.partition();
+    let _serial = engine.review_lock.lock().await;
+    let mut stored = load(engine, &partition, id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no candidate {id} in this scope")))?;
+    let wanted = if approve {
+        CandidateStatus::Approved
+    } else {
+        CandidateStatus::Rejected
+    };
+    match stored.state.status {
+        s if s == wanted => return Ok(stored.view()),
+        CandidateStatus::Pending => {}
+        other => {
+            return Err(ApiError::Conflict(format!(
+                "candidate {id} is {}; it cannot be {}",
+                other.as_str(),
+                if approve { "approved" } else { "rejected" }
+            )));
+        }
+    }
+    stored.state.status = wanted;
+    stored.state.decided_at = Some(chrono::Utc::now().timestamp_millis());
+    stored.state.note = note;
+    if approve {
+        let evidence = canonical_evidence(&stored.state.evidence_refs)?;
+        let missing = missing(engine, &partition, &evidence).await?;
+        if !missing.is_empty() {
+            return Err(ApiError::Conflict(format!(
+                "candidate {id} cites evidence that no longer exists: {}",
+                missing.join(", ")
+            )));
+        }
+        // The memory is written before the status flips: "approved" is reported only once
+        // the memory is stored.
+        write_memory(engine, &stored).await?;
+    } else {
+        remove_memory(engine, &stored).await?;
+    }
+    save(engine, &stored).await?;
+    Ok(stored.view())
+}

@@ -1,0 +1,75 @@
+//! Looking up stored evidence by reference, inside one partition.
+
+use cairn_ingest::catalog;
+use cairn_models::ids::CAIRN_NAMESPACE;
+use cairn_models::{Partition, PointKind};
+use cairn_store::{Filter, Hit, MemoryStore};
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::refs::Ref;
+
+/// Point id of a record of `kind` ("event", "candidate", "memory") with caller-visible id
+/// `id` in `partition`. A pure function of its inputs, like every Cairn id.
+pub fn record_point_id(kind: &str, partition: &Partition, id: &str) -> Uuid {
+    Uuid::new_v5(
+        &CAIRN_NAMESPACE,
+        format!("{kind}\0{}\0{id}", partition.key()).as_bytes(),
+    )
+}
+
+/// Every point of the partition matching `filter`.
+pub async fn scroll_all(
+    store: &dyn MemoryStore,
+    partition: &Partition,
+    filter: Filter,
+) -> Result<Vec<Hit>, ApiError> {
+    let mut out = Vec::new();
+    let mut offset = None;
+    loop {
+        let (page, next) = store.scroll(partition, filter.clone(), 512, offset).await?;
+        out.extend(page);
+        match next {
+            Some(n) => offset = Some(n),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// The message points `msg:<conversation>/<seq>` names.
+pub async fn find_message(
+    store: &dyn MemoryStore,
+    partition: &Partition,
+    conversation: &str,
+    seq: u64,
+) -> Result<Vec<Hit>, ApiError> {
+    let seq = i64::try_from(seq)
+        .map_err(|_| ApiError::InvalidRequest(format!("sequence number {seq} is too large")))?;
+    let filter = Filter::new()
+        .eq("kind", PointKind::Message.as_str())
+        .eq("conversation_id", conversation)
+        .eq("seq", seq);
+    scroll_all(store, partition, filter).await
+}
+
+/// Whether an evidence reference names something stored in the partition now (a current
+/// document and, with `#n`, one of its chunks; a message; an event).
+pub async fn exists(
+    store: &dyn MemoryStore,
+    partition: &Partition,
+    reference: &Ref,
+) -> Result<bool, ApiError> {
+    Ok(match reference {
+        Ref::Doc { doc_id, chunk } => catalog::get_document(store, partition, doc_id)
+            .await?
+            .is_some_and(|d| chunk.is_none_or(|c| c < d.chunks)),
+        Ref::Msg { conversation, seq } => !find_message(store, partition, conversation, *seq)
+            .await?
+            .is_empty(),
+        Ref::Evt(id) => !store
+            .retrieve(partition, &[record_point_id("event", partition, id)], false)
+            .await?
+            .is_empty(),
+        Ref::Conv(_) | Ref::Turn(_) | Ref::Cand(_) | Ref::Mem(_) => false,
+    })
+}

@@ -1,0 +1,206 @@
+//! Conversation messages: record, list, delete.
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use cairn_ingest::{MessageInput, MessageReceipt};
+use cairn_models::{PointKind, Scope, StoredPoint};
+use cairn_store::Filter;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::{query_error, CommonErrors, DeleteQuery, QueryResult, ScopeQuery};
+use crate::error::{ApiError, ErrorBody};
+use crate::evidence::scroll_all;
+use crate::forget::{self, ForgetReport};
+use crate::json::Json;
+use crate::refs::Ref;
+use crate::SharedState;
+
+pub(super) fn router() -> OpenApiRouter<SharedState> {
+    OpenApiRouter::default()
+        .routes(routes!(post_messages))
+        .routes(routes!(delete_message))
+        .routes(routes!(list_conversation))
+        .routes(routes!(delete_conversation))
+}
+
+/// `POST /v1/messages` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MessagesBody {
+    #[schema(value_type = crate::schema::Scope)]
+    pub scope: Scope,
+    /// 1 to 1000 messages.
+    #[schema(value_type = Vec<crate::schema::MessageInput>)]
+    pub messages: Vec<MessageInput>,
+}
+
+/// `POST /v1/messages` response.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MessagesResponse {
+    #[schema(value_type = Vec<crate::schema::MessageReceipt>)]
+    pub receipts: Vec<MessageReceipt>,
+}
+
+/// A stored message as listed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MessageView {
+    /// `msg:<conversation>/<seq>`.
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub seq: u64,
+    #[schema(value_type = Option<crate::schema::Role>)]
+    pub role: Option<cairn_models::Role>,
+    pub content: String,
+    pub turn_id: Option<String>,
+    #[schema(value_type = crate::schema::TrustOrigin)]
+    pub trust_origin: cairn_models::TrustOrigin,
+    /// Epoch ms.
+    pub ts: i64,
+    pub agent: String,
+    pub session: String,
+}
+
+/// `GET /v1/conversations/{id}/messages`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConversationPage {
+    pub conversation_id: String,
+    pub messages: Vec<MessageView>,
+    pub total: usize,
+}
+
+/// Record conversation messages verbatim. Replays (same turn id and role, or the same
+/// content at the same position of a batch) collapse onto the stored message.
+#[utoipa::path(post, path = "/messages", tag = "messages", request_body = MessagesBody,
+    responses(
+        (status = 200, description = "One receipt per message", body = MessagesResponse),
+        (status = 409, description = "`conflict`: a turn id already has other content", body = ErrorBody),
+        CommonErrors,
+    ))]
+async fn post_messages(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    Json(body): Json<MessagesBody>,
+) -> Result<Json<MessagesResponse>, ApiError> {
+    body.scope.validate()?;
+    state.auth.check_scope(&headers, &body.scope)?;
+    if body.messages.is_empty() || body.messages.len() > 1000 {
+        return Err(ApiError::InvalidRequest("send 1 to 1000 messages".into()));
+    }
+    let receipts = state
+        .engine
+        .ingestor
+        .record_messages(&body.scope, body.messages)
+        .await?;
+    state.metrics.add(
+        "messages_recorded",
+        receipts.iter().filter(|r| r.created).count() as u64,
+    );
+    Ok(Json(MessagesResponse { receipts }))
+}
+
+/// A conversation's messages in order.
+#[utoipa::path(get, path = "/conversations/{id}/messages", tag = "messages",
+    params(("id" = String, Path, description = "Conversation id"), ScopeQuery),
+    responses(
+        (status = 200, description = "One page of messages, by sequence number", body = ConversationPage),
+        (status = 404, description = "`not_found`: no such conversation in this scope", body = ErrorBody),
+        CommonErrors,
+    ))]
+async fn list_conversation(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    query: QueryResult<ScopeQuery>,
+) -> Result<Json<ConversationPage>, ApiError> {
+    let axum::extract::Query(q) = query.map_err(query_error)?;
+    let partition = q.partition(&state, &headers)?;
+    let filter = Filter::new()
+        .eq("kind", PointKind::Message.as_str())
+        .eq("conversation_id", id.as_str());
+    let mut all: Vec<StoredPoint> = scroll_all(state.engine.store.as_ref(), &partition, filter)
+        .await?
+        .into_iter()
+        .map(|h| h.point)
+        .collect();
+    if all.is_empty() {
+        return Err(ApiError::NotFound(format!(
+            "no conversation {id} in this scope"
+        )));
+    }
+    all.sort_by_key(|p| p.seq.unwrap_or(0));
+    let total = all.len();
+    let messages = q
+        .page(all)
+        .into_iter()
+        .map(|p| MessageView {
+            reference: p.reference(),
+            seq: p.seq.unwrap_or(0),
+            role: p.role,
+            content: p.text.unwrap_or_default(),
+            turn_id: p.turn_id,
+            trust_origin: p.trust,
+            ts: p.ts,
+            agent: p.agent,
+            session: p.session,
+        })
+        .collect();
+    Ok(Json(ConversationPage {
+        conversation_id: id,
+        messages,
+        total,
+    }))
+}
+
+/// Delete one message (`msg:<conversation>/<seq>`, URL-encoded) and what derives from it.
+/// A completed turn whose message is deleted keeps a tombstone: its id cannot be completed
+/// again (`409 turn_conflict`).
+#[utoipa::path(delete, path = "/messages/{ref}", tag = "forget",
+    params(("ref" = String, Path, description = "`msg:<conversation>/<seq>`, URL-encoded (`msg:c1%2F0`)"), DeleteQuery),
+    responses(
+        (status = 200, description = "What was removed and invalidated", body = ForgetReport),
+        (status = 404, description = "`not_found`: no such message in this scope", body = ErrorBody),
+        CommonErrors,
+    ))]
+async fn delete_message(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    Path(reference): Path<String>,
+    query: QueryResult<DeleteQuery>,
+) -> Result<Json<ForgetReport>, ApiError> {
+    let axum::extract::Query(q) = query.map_err(query_error)?;
+    let partition = q.partition(&state, &headers)?;
+    let parsed = Ref::parse(&reference)?;
+    if !matches!(parsed, Ref::Msg { .. }) {
+        return Err(ApiError::InvalidRequest(format!(
+            "{reference} is not a message ref (msg:<conversation>/<seq>)"
+        )));
+    }
+    let report = forget::forget(&state.engine, &partition, &parsed, q.hard).await?;
+    state.metrics.add("forgets", 1);
+    Ok(Json(report))
+}
+
+/// Delete a whole conversation and what derives from it (tombstoning its completed turns).
+#[utoipa::path(delete, path = "/conversations/{id}", tag = "forget",
+    params(("id" = String, Path, description = "Conversation id"), DeleteQuery),
+    responses(
+        (status = 200, description = "What was removed and invalidated", body = ForgetReport),
+        (status = 404, description = "`not_found`: no such conversation in this scope", body = ErrorBody),
+        CommonErrors,
+    ))]
+async fn delete_conversation(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    query: QueryResult<DeleteQuery>,
+) -> Result<Json<ForgetReport>, ApiError> {
+    let axum::extract::Query(q) = query.map_err(query_error)?;
+    let partition = q.partition(&state, &headers)?;
+    cairn_models::scope::validate_component("conversation_id", &id)?;
+    let report = forget::forget(&state.engine, &partition, &Ref::Conv(id), q.hard).await?;
+    state.metrics.add("forgets", 1);
+    Ok(Json(report))
+}

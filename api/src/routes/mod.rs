@@ -1,0 +1,202 @@
+//! The routers. Each handler: authorize the scope, call the engine, return JSON. Every
+//! handler carries its OpenAPI description (`#[utoipa::path]`) and is registered through
+//! `utoipa_axum::routes!`, so the served routes and the OpenAPI document come from the same
+//! list and cannot diverge.
+
+mod candidates;
+mod documents;
+mod forget;
+mod health;
+mod messages;
+mod recall;
+
+use std::collections::BTreeMap;
+
+use axum::http::HeaderMap;
+use cairn_models::{Partition, Scope};
+use serde::Deserialize;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
+use utoipa::{IntoParams, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
+
+use crate::error::{ApiError, ErrorBody};
+use crate::SharedState;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Cairn",
+        description = "Retrieval memory for AI agents: every recalled item carries a citation.\n\n\
+            Errors are `{\"error\": {\"code\", \"message\", \"hint\"?}}` with a stable `code`. \
+            When the server has API keys, send `Authorization: Bearer <key>`; a key reaches only \
+            its tenant (and users), and a proposer key only `POST /v1/events` and \
+            `POST /v1/candidates`.",
+        license(name = "Apache-2.0")
+    ),
+    modifiers(&BearerAuth),
+    components(schemas(ErrorBody)),
+    tags(
+        (name = "health", description = "Liveness, readiness, metrics"),
+        (name = "recall", description = "MemoryPacks and agent turns"),
+        (name = "documents", description = "Documents: text, Markdown, PDF"),
+        (name = "messages", description = "Conversation messages"),
+        (name = "candidates", description = "Third-party events and candidate memories"),
+        (name = "forget", description = "Deleting evidence and what derives from it"),
+    )
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "api_key",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+        // A key is required only when the server has keys configured.
+        openapi.security = Some(vec![
+            utoipa::openapi::security::SecurityRequirement::new("api_key", Vec::<String>::new()),
+            utoipa::openapi::security::SecurityRequirement::default(),
+        ]);
+    }
+}
+
+/// Every route, with its OpenAPI description.
+pub(crate) fn api() -> OpenApiRouter<SharedState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(health::router())
+        .nest(
+            "/v1",
+            OpenApiRouter::default()
+                .merge(recall::router())
+                .merge(documents::router())
+                .merge(messages::router())
+                .merge(candidates::router())
+                .merge(forget::router()),
+        )
+}
+
+/// The error responses every `/v1` route can give (the route lists its specific ones).
+pub(crate) struct CommonErrors;
+
+impl utoipa::IntoResponses for CommonErrors {
+    fn responses() -> BTreeMap<String, RefOr<Response>> {
+        let error = |description: &str| {
+            RefOr::T(
+                ResponseBuilder::new()
+                    .description(description)
+                    .content(
+                        "application/json",
+                        ContentBuilder::new()
+                            .schema(Some(Ref::from_schema_name("ErrorBody")))
+                            .build(),
+                    )
+                    .build(),
+            )
+        };
+        [
+            ("400", "`invalid_request`: malformed JSON, wrong types, bad scope or ids"),
+            ("401", "`unauthorized`: missing or unknown API key"),
+            (
+                "403",
+                "`scope_forbidden`: the key may not access that tenant/user; `forbidden`: a proposer key",
+            ),
+            ("413", "`payload_too_large`: body over the server's limit"),
+            ("415", "`unsupported_media_type`: not JSON"),
+            ("500", "`internal`: a bug; details are logged, not returned"),
+            ("503", "`unavailable`: model or storage unavailable"),
+            ("504", "`timeout`: the request took too long"),
+        ]
+        .into_iter()
+        .map(|(status, description)| (status.to_string(), error(description)))
+        .collect()
+    }
+}
+
+/// Scope of a GET request, from the query string.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ScopeQuery {
+    pub tenant: String,
+    pub user: String,
+    /// Default `default`.
+    #[serde(default = "default_ns")]
+    #[param(required = false)]
+    pub namespace: String,
+    /// Page size (default 100, at most 1000).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    #[serde(default)]
+    pub offset: Option<usize>,
+}
+
+/// Scope of a DELETE request, from the query string.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct DeleteQuery {
+    pub tenant: String,
+    pub user: String,
+    /// Default `default`.
+    #[serde(default = "default_ns")]
+    #[param(required = false)]
+    pub namespace: String,
+    /// Also delete the records of invalidated candidates, and flush to disk.
+    #[serde(default)]
+    pub hard: bool,
+}
+
+fn default_ns() -> String {
+    "default".into()
+}
+
+/// Validates a (tenant, user, namespace) triple from a query string and checks the key.
+fn partition_of(
+    state: &SharedState,
+    headers: &HeaderMap,
+    tenant: &str,
+    user: &str,
+    namespace: &str,
+) -> Result<Partition, ApiError> {
+    let scope = Scope {
+        tenant: tenant.to_string(),
+        user: user.to_string(),
+        namespace: namespace.to_string(),
+        ..Scope::default()
+    };
+    scope.validate()?;
+    state.auth.check_scope(headers, &scope)?;
+    Ok(scope.partition())
+}
+
+impl ScopeQuery {
+    fn partition(&self, state: &SharedState, headers: &HeaderMap) -> Result<Partition, ApiError> {
+        partition_of(state, headers, &self.tenant, &self.user, &self.namespace)
+    }
+
+    fn page<T>(&self, items: Vec<T>) -> Vec<T> {
+        page(items, self.offset, self.limit)
+    }
+}
+
+impl DeleteQuery {
+    fn partition(&self, state: &SharedState, headers: &HeaderMap) -> Result<Partition, ApiError> {
+        partition_of(state, headers, &self.tenant, &self.user, &self.namespace)
+    }
+}
+
+fn page<T>(items: Vec<T>, offset: Option<usize>, limit: Option<usize>) -> Vec<T> {
+    let offset = offset.unwrap_or(0);
+    let limit = limit.unwrap_or(100).min(1000);
+    items.into_iter().skip(offset).take(limit).collect()
+}
+
+fn query_error(e: axum::extract::rejection::QueryRejection) -> ApiError {
+    ApiError::InvalidRequest(format!("query string: {}", e.body_text()))
+}
+
+type QueryResult<T> = Result<axum::extract::Query<T>, axum::extract::rejection::QueryRejection>;

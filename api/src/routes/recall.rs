@@ -1,0 +1,102 @@
+//! Recall and agent turns.
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use cairn_models::{MemoryPack, Scope, TurnEnvelope};
+use cairn_recall::{RecallFilters, RecallRequest};
+use serde::Deserialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::CommonErrors;
+use crate::error::{ApiError, ErrorBody};
+use crate::json::Json;
+use crate::turns::{self, CompleteRequest, PrepareRequest, TurnReceipt};
+use crate::SharedState;
+
+pub(super) fn router() -> OpenApiRouter<SharedState> {
+    OpenApiRouter::default()
+        .routes(routes!(recall_handler))
+        .routes(routes!(prepare_handler))
+        .routes(routes!(complete_handler))
+}
+
+/// `POST /v1/recall` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecallBody {
+    #[schema(value_type = crate::schema::Scope)]
+    pub scope: Scope,
+    /// At most 8192 bytes.
+    pub query: String,
+    /// Tokens of the pack's Markdown (default 1000).
+    #[serde(default)]
+    pub token_budget: Option<usize>,
+    #[serde(default)]
+    #[schema(value_type = crate::schema::RecallFilters)]
+    pub filters: RecallFilters,
+}
+
+/// Recall a token-budgeted MemoryPack for a query. Pending and rejected candidates are never
+/// recalled; approved ones are, as `memory` items with trust origin `third_party_agent`.
+#[utoipa::path(post, path = "/recall", tag = "recall", request_body = RecallBody,
+    responses((status = 200, description = "The MemoryPack", body = crate::schema::MemoryPack), CommonErrors))]
+async fn recall_handler(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    Json(body): Json<RecallBody>,
+) -> Result<Json<MemoryPack>, ApiError> {
+    body.scope.validate()?;
+    state.auth.check_scope(&headers, &body.scope)?;
+    let pack = state
+        .engine
+        .recaller
+        .recall(&RecallRequest {
+            scope: body.scope,
+            query: body.query,
+            budget: body.token_budget,
+            filters: body.filters,
+        })
+        .await?;
+    state.metrics.add("recalls", 1);
+    Ok(Json(pack))
+}
+
+/// agent-turn-v1 prepare: recall for the user's message before the model call. Persists
+/// nothing.
+#[utoipa::path(post, path = "/turns/prepare", tag = "recall", request_body = PrepareRequest,
+    responses((status = 200, description = "The agent-turn-v1 envelope", body = crate::schema::TurnEnvelope), CommonErrors))]
+async fn prepare_handler(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    Json(body): Json<PrepareRequest>,
+) -> Result<Json<TurnEnvelope>, ApiError> {
+    body.scope.validate()?;
+    state.auth.check_scope(&headers, &body.scope)?;
+    let envelope = turns::prepare(&state.engine, body).await?;
+    state.metrics.add("recalls", 1);
+    Ok(Json(envelope))
+}
+
+/// agent-turn-v1 complete: record the exact user and assistant messages of a turn.
+/// Idempotent: a replay returns the same receipt and writes nothing.
+#[utoipa::path(post, path = "/turns/{turn_id}/complete", tag = "recall", request_body = CompleteRequest,
+    params(("turn_id" = String, Path, description = "`[A-Za-z0-9_.-]+`, at most 128 characters")),
+    responses(
+        (status = 200, description = "The turn's receipt", body = TurnReceipt),
+        (status = 409, description = "`turn_conflict`: completed with other content, or its messages were deleted", body = ErrorBody),
+        CommonErrors,
+    ))]
+async fn complete_handler(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    Path(turn_id): Path<String>,
+    Json(body): Json<CompleteRequest>,
+) -> Result<Json<TurnReceipt>, ApiError> {
+    body.scope.validate()?;
+    state.auth.check_scope(&headers, &body.scope)?;
+    let receipt = turns::complete(&state.engine, &turn_id, body).await?;
+    state.metrics.add("turns_completed", 1);
+    Ok(Json(receipt))
+}
