@@ -78,7 +78,7 @@ enum Command {
         /// Address to listen on. Without API keys only loopback addresses are allowed.
         #[arg(long, env = "CAIRN_ADDR", default_value = "127.0.0.1:7878")]
         addr: SocketAddr,
-        /// File of API key entries (`<sha256-hex>:<tenant>[:<users>]`, one per line).
+        /// File of API key entries (`<sha256-hex>:<tenant>[:<users>[:proposer]]`, one per line).
         #[arg(long, env = "CAIRN_API_KEYS_FILE")]
         api_keys: Option<PathBuf>,
         /// Largest request body in bytes.

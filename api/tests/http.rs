@@ -88,6 +88,11 @@ async fn health_documents_and_recall() {
     assert_eq!((s, v["status"].as_str()), (StatusCode::OK, Some("ok")));
     let (s, v) = call(&app, "GET", "/readyz", None, None).await;
     assert_eq!(s, StatusCode::OK, "{v}");
+    assert_documented("GET", "/readyz", 200, &v);
+    let (s, v) = call(&app, "GET", "/v1/openapi.json", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["openapi"], "3.1.0");
+    assert!(v["paths"]["/v1/forget"]["post"].is_object());
 
     let doc = json!({"scope": scope("acme"), "source": "kb/vpn.md", "media_type": "text/markdown",
         "text": "# VPN\n\nInstall the client, sign in with your company account and choose the Frankfurt gateway."});
