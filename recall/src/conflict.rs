@@ -2,8 +2,10 @@
 //!
 //! Method: every sentence of every selected item becomes a *frame*: its content words (no
 //! stopwords, stemmed, possessives folded) minus its *values* and minus negations. Values are
-//! weekdays, months, numbers, times and dates, and capitalized words after a copula ("is
-//! Sarah"). Two sentences from different items conflict when
+//! weekdays, months, numbers, times, dates and capitalized words that follow a copula or a
+//! preposition ("is on Tuesday", "is Sarah"); before it they belong to the subject ("Invoice
+//! 42 is paid" and "Invoice 43 is paid" are about different invoices). Two sentences from
+//! different items conflict when
 //! - their frames share a word and overlap by Jaccard ≥ 0.6, both state values,
 //!   and the value sets differ ("Alex's dentist appointment is on Tuesday" / "... moved to
 //!   Thursday"); or
@@ -54,6 +56,42 @@ pub struct Frame {
     pub subject: BTreeSet<String>,
     pub values: BTreeSet<String>,
     pub negated: bool,
+    /// Hashes of `subject` and `values`, sorted: comparisons run on these (the pack
+    /// compares every pair of sentences of every pair of items).
+    subject_ids: Vec<u64>,
+    value_ids: Vec<u64>,
+}
+
+fn ids(words: &BTreeSet<String>) -> Vec<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut out: Vec<u64> = words
+        .iter()
+        .map(|w| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            w.hash(&mut h);
+            h.finish()
+        })
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Size of the intersection of two sorted, deduplicated slices.
+fn shared(a: &[u64], b: &[u64]) -> usize {
+    let (mut i, mut j, mut n) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                n += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    n
 }
 
 fn is_value_word(w: &str) -> bool {
@@ -89,7 +127,7 @@ fn frame(sentence: &str) -> Frame {
             continue;
         }
         let capitalized = token.chars().next().is_some_and(char::is_uppercase);
-        if is_value_word(w) || (after_copula && capitalized && i > 0) {
+        if after_copula && (is_value_word(w) || (capitalized && i > 0)) {
             values.insert(w.clone());
             continue;
         }
@@ -102,6 +140,8 @@ fn frame(sentence: &str) -> Frame {
     }
     Frame {
         sentence: sentence.trim().to_string(),
+        subject_ids: ids(&subject),
+        value_ids: ids(&values),
         subject,
         values,
         negated,
@@ -118,21 +158,25 @@ pub enum Disagreement {
 }
 
 pub fn disagree(a: &Frame, b: &Frame) -> Option<Disagreement> {
-    let shared = a.subject.intersection(&b.subject).count();
-    let union = a.subject.union(&b.subject).count();
-    if shared == 0 || union == 0 {
+    let common = shared(&a.subject_ids, &b.subject_ids);
+    if common == 0 {
         return None;
     }
-    let jaccard = shared as f32 / union as f32;
+    let union = a.subject_ids.len() + b.subject_ids.len() - common;
+    let jaccard = common as f32 / union as f32;
     if jaccard >= 0.6
-        && !a.values.is_empty()
-        && !b.values.is_empty()
-        && a.values != b.values
+        && !a.value_ids.is_empty()
+        && !b.value_ids.is_empty()
+        && a.value_ids != b.value_ids
         && a.negated == b.negated
     {
         return Some(Disagreement::Values);
     }
-    if a.subject == b.subject && a.values == b.values && a.negated != b.negated {
+    if common == a.subject_ids.len()
+        && common == b.subject_ids.len()
+        && a.value_ids == b.value_ids
+        && a.negated != b.negated
+    {
         return Some(Disagreement::Polarity);
     }
     None

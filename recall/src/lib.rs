@@ -393,7 +393,13 @@ impl Recaller {
 
     /// Relevant items only, near-duplicates removed, then maximal marginal relevance.
     pub fn select(&self, ranked: Vec<Ranked>) -> Vec<Ranked> {
-        let pool: Vec<Ranked> = ranked.into_iter().filter(|r| r.relevant).collect();
+        // MMR picks `max_items`; looking further down than a few times that only costs time
+        // (dedup and MMR are quadratic in the pool).
+        let pool: Vec<Ranked> = ranked
+            .into_iter()
+            .filter(|r| r.relevant)
+            .take(self.config.max_items.max(1) * 4)
+            .collect();
         let mut kept: Vec<Ranked> = Vec::new();
         for r in pool {
             let dup = kept.iter().any(|k| {

@@ -120,15 +120,16 @@ pub fn aspects(query: &str, identifiers: &[String]) -> Vec<Aspect> {
         })
         .filter(|a| !a.stems.is_empty())
         .collect();
-    for s in content_stems(query) {
-        if s.chars().count() < 3 {
+    for word in crate::text::words(query) {
+        if word.chars().count() < 3 || is_stopword(&word) {
             continue;
         }
+        let s = stem(&word);
         if out.iter().any(|a| a.stems.contains(&s)) {
             continue;
         }
         out.push(Aspect {
-            label: s.clone(),
+            label: word,
             stems: vec![s],
             identifier: false,
         });
