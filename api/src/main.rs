@@ -16,6 +16,7 @@ use cairn_recall::RecallRequest;
 use clap::{Args, Parser, Subcommand};
 
 mod bench;
+mod cli_eval;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -136,6 +137,11 @@ enum Command {
         #[command(subcommand)]
         which: bench::BenchCommand,
     },
+    /// Retrieval-quality evaluation on public benchmarks.
+    Eval {
+        #[command(subcommand)]
+        which: cli_eval::EvalCommand,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -181,6 +187,7 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
     use std::process::ExitCode;
     match cli.command {
         Command::Bench { which } => bench::run(&cli.data_dir, which).await,
+        Command::Eval { which } => cli_eval::run(which).await,
         Command::HashKey { key } => {
             println!("{}", cairn_models::ids::sha256_hex(key.as_bytes()));
             Ok(ExitCode::SUCCESS)

@@ -1,0 +1,223 @@
+//! The engine under test, assembled from the library crates (the `api` crate's `Engine` is
+//! not available here: `api` depends on this crate).
+//!
+//! One [`Embedder`] (with a persistent embedding cache, so a second run embeds nothing) is
+//! shared by every [`Workspace`]; each workspace is a fresh embedded Qdrant store in a
+//! throwaway directory, so runs are independent of each other and of `./cairn-data`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use cairn_embed::{EmbedConfig, Embedder};
+use cairn_ingest::{ChunkSettings, DocumentInput, IngestConfig, Ingestor, Outcome, Progress};
+use cairn_models::Scope;
+use cairn_recall::{RecallConfig, Recaller};
+use cairn_store::{EdgeStore, MemoryStore, StoreConfig};
+
+use crate::{EvalError, Result};
+
+/// Progress of a run, for a progress bar or log lines.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// Ingest of `total` items begins.
+    IngestStarted { total: u64 },
+    /// `done` of `total` items are ingested.
+    Ingested { done: u64, total: u64 },
+    /// The ingest finished.
+    IngestFinished,
+    /// A new phase of the run begins (evaluating a mode, building packs...).
+    Phase(String),
+}
+
+/// Receives [`Event`]s; called from the pipeline's tasks.
+pub type Observer = Arc<dyn Fn(Event) + Send + Sync>;
+
+/// An observer that ignores everything.
+pub fn quiet() -> Observer {
+    Arc::new(|_| {})
+}
+
+/// The default directory of the persistent evaluation embedding cache: `eval-embed-cache`
+/// beside `models/` in the model home (`.cache/eval-embed-cache` after `scripts/setup.sh`).
+pub fn default_cache_dir(config: &EmbedConfig) -> PathBuf {
+    config
+        .model_dir
+        .parent()
+        .and_then(Path::parent)
+        .map(|home| home.join("eval-embed-cache"))
+        .unwrap_or_else(|| PathBuf::from(".cache/eval-embed-cache"))
+}
+
+/// The shared model.
+#[derive(Debug, Clone)]
+pub struct EvalEnv {
+    pub embedder: Embedder,
+    pub config: EmbedConfig,
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl EvalEnv {
+    /// Loads the model with the default configuration (`EmbedConfig::from_env`) and the
+    /// embedding cache in `cache_dir` (none: no cache). Runs the load off the runtime.
+    pub async fn open(cache_dir: Option<PathBuf>) -> Result<Self> {
+        let config = EmbedConfig::from_env();
+        let (c, dir) = (config.clone(), cache_dir.clone());
+        let embedder = tokio::task::spawn_blocking(move || Embedder::open(&c, dir.as_deref()))
+            .await
+            .map_err(|e| EvalError::Internal(format!("model load task: {e}")))??;
+        Ok(EvalEnv {
+            embedder,
+            config,
+            cache_dir,
+        })
+    }
+
+    /// A second, uncached copy of the model, to time query embedding honestly.
+    pub async fn uncached(&self) -> Result<Embedder> {
+        let c = self.config.clone();
+        Ok(
+            tokio::task::spawn_blocking(move || Embedder::open(&c, None))
+                .await
+                .map_err(|e| EvalError::Internal(format!("model load task: {e}")))??,
+        )
+    }
+
+    /// Bytes in the embedding cache directory (new vectors are appended, so the growth
+    /// during an ingest says how many vectors were computed rather than read back).
+    pub fn cache_bytes(&self) -> u64 {
+        let Some(dir) = &self.cache_dir else {
+            return 0;
+        };
+        std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .filter_map(|e| e.metadata().ok())
+                    .filter(|m| m.is_file())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Size of one cache record (16-byte key + the vector).
+    pub fn cache_record_bytes(&self) -> u64 {
+        16 + 4 * self.embedder.spec().dim as u64
+    }
+}
+
+/// A fresh store with its write path, in a throwaway directory.
+// Field order matters: the store (held by the ingestor too) is dropped before its directory.
+#[derive(Debug)]
+pub struct Workspace {
+    pub ingestor: Arc<Ingestor>,
+    pub store: Arc<dyn MemoryStore>,
+    pub embedder: Embedder,
+    dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    /// Opens an empty store; `whole_document` selects one chunk per document.
+    pub async fn new(embedder: &Embedder, whole_document: bool) -> Result<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix("cairn-eval-")
+            .tempdir()
+            .map_err(|e| EvalError::io(Path::new("temporary directory"), e))?;
+        let config = StoreConfig {
+            data_dir: dir.path().to_path_buf(),
+            dim: embedder.spec().dim,
+        };
+        let store: Arc<dyn MemoryStore> = Arc::new(
+            tokio::task::spawn_blocking(move || EdgeStore::open(&config))
+                .await
+                .map_err(|e| EvalError::Internal(format!("store open task: {e}")))??,
+        );
+        let mut ingest = IngestConfig::for_model(embedder.spec().max_tokens);
+        ingest.chunk = ChunkSettings {
+            whole_document,
+            ..ingest.chunk
+        };
+        let ingestor = Arc::new(Ingestor::new(Arc::clone(&store), embedder.clone(), ingest)?);
+        Ok(Workspace {
+            ingestor,
+            store,
+            embedder: embedder.clone(),
+            dir,
+        })
+    }
+
+    /// The read path over this store with `config`.
+    pub fn recaller(&self, config: RecallConfig) -> Recaller {
+        Recaller::new(Arc::clone(&self.store), self.embedder.clone(), config)
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Ingests documents through the real pipeline, reporting progress, then builds the
+    /// vector index as `cairn ingest` does (after a batch of ≥ 1,000 chunks).
+    pub async fn ingest(
+        &self,
+        scope: &Scope,
+        inputs: Vec<DocumentInput>,
+        observer: &Observer,
+    ) -> Result<IngestRun> {
+        let total = inputs.len() as u64;
+        observer(Event::IngestStarted { total });
+        let done = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let chunks = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let progress: Arc<dyn Fn(Progress) + Send + Sync> = {
+            let (done, chunks, observer) =
+                (Arc::clone(&done), Arc::clone(&chunks), observer.clone());
+            Arc::new(move |p| match p {
+                Progress::Finished => {
+                    let d = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                    observer(Event::Ingested { done: d, total });
+                }
+                Progress::Written { chunks: n } => {
+                    chunks.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+                }
+                Progress::Chunked { .. } => {}
+            })
+        };
+        let started = Instant::now();
+        let outcomes = self
+            .ingestor
+            .ingest_documents(scope, inputs, progress)
+            .await;
+        let seconds = started.elapsed().as_secs_f64();
+        observer(Event::IngestFinished);
+        let written = chunks.load(std::sync::atomic::Ordering::Relaxed);
+        let index_started = Instant::now();
+        let optimized = if written >= 1000 {
+            self.store.optimize().await?
+        } else {
+            false
+        };
+        let index_seconds = optimized.then(|| index_started.elapsed().as_secs_f64());
+        self.store.flush().await?;
+        Ok(IngestRun {
+            outcomes,
+            seconds,
+            chunks: written,
+            index_seconds,
+        })
+    }
+}
+
+/// What an ingest did.
+#[derive(Debug)]
+pub struct IngestRun {
+    pub outcomes: Vec<Outcome>,
+    pub seconds: f64,
+    pub chunks: u64,
+    /// Time to build the vector index, when one was built.
+    pub index_seconds: Option<f64>,
+}
+
+/// The scope every benchmark is ingested into.
+pub fn eval_scope(namespace: &str) -> Result<Scope> {
+    Scope::new("eval", "bench", namespace, "eval", "run")
+        .map_err(|e| EvalError::Options(e.to_string()))
+}

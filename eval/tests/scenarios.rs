@@ -1,0 +1,52 @@
+#![allow(clippy::unwrap_used)]
+//! Every scenario under `eval/scenarios/` passes, through the real engine and model.
+
+use std::path::Path;
+
+use cairn_eval::scenario;
+use cairn_eval::EvalEnv;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_scenario_passes() {
+    let env = EvalEnv::open(None).await.unwrap();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let results = scenario::run_dir(&env.embedder, &dir).await.unwrap();
+    assert!(results.len() >= 6, "{} scenarios found", results.len());
+    let summary = scenario::summary(&results);
+    println!("{summary}");
+    assert!(results.iter().all(|r| r.passed), "{summary}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_expectation_is_reported() {
+    let env = EvalEnv::open(None).await.unwrap();
+    let s: scenario::Scenario = serde_json::from_value(serde_json::json!({
+        "name": "wrong on purpose",
+        "scopes": {"a": {"tenant": "t", "user": "u"}},
+        "steps": [
+            {"op": "ingest_document", "scope": "a", "source": "x.txt", "text": "The sky is blue.",
+             "expect": {"status": "updated"}},
+            {"op": "recall", "scope": "a", "query": "What colour is the sky?",
+             "expect": {"cited_sources": ["y.txt"], "conflicts": 2}},
+            {"op": "stats", "scope": "missing"}
+        ]
+    }))
+    .unwrap();
+    let r = scenario::run(&env.embedder, &s).await.unwrap();
+    assert!(!r.passed);
+    let all = r.failures.join("\n");
+    assert!(all.contains("status: expected \"updated\""), "{all}");
+    assert!(all.contains("source \"y.txt\" not cited"), "{all}");
+    assert!(all.contains("conflicts: expected 2"), "{all}");
+    assert!(all.contains("unknown scope"), "{all}");
+}
+
+#[test]
+fn scenario_files_reject_unknown_fields() {
+    let bad = serde_json::json!({
+        "name": "typo",
+        "scopes": {},
+        "steps": [{"op": "recall", "scope": "a", "query": "q", "expect": {"coverag": "full"}}]
+    });
+    assert!(serde_json::from_value::<scenario::Scenario>(bad).is_err());
+}
