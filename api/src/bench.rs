@@ -204,7 +204,9 @@ async fn bench_ingest(corpus: Option<&Path>, n_docs: usize, json: bool) -> Resul
     let raw_embedder = load_embedder(None).await?;
     // Both sessions are warmed up outside the timings (the first inference of an ONNX
     // session pays for graph optimisation and allocation).
-    raw_embedder.embed_documents(vec!["warm-up text".into()]).await?;
+    raw_embedder
+        .embed_documents(vec!["warm-up text".into()])
+        .await?;
     let config = IngestConfig::for_model(raw_embedder.spec().max_tokens);
 
     // The chunks the pipeline will embed, embedded directly: the ceiling for the pipeline.
@@ -430,6 +432,8 @@ async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bo
     let mut retrieval = Vec::with_capacity(n_queries);
     let mut embed = Vec::with_capacity(n_queries);
     let mut whole = Vec::with_capacity(n_queries);
+    let mut fused = Vec::with_capacity(n_queries);
+    let mut selection = Vec::with_capacity(n_queries);
     let filter = Filter::new().any_of("kind", vec!["chunk".into(), "message".into()]);
     for q in &queries {
         let t = Instant::now();
@@ -456,18 +460,36 @@ async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bo
         );
         tokio::try_join!(dense, sparse)?;
         retrieval.push(t.elapsed());
+        let req = RecallRequest {
+            scope: scope.clone(),
+            query: q.clone(),
+            budget: None,
+            filters: Default::default(),
+        };
+        // The recall path without selection and pack: query embedding (no cache here),
+        // both legs, identifier probes, fusion and the version check.
+        let t = Instant::now();
+        let ranked = recaller.retrieve(&req).await?;
+        fused.push(t.elapsed());
+        let t = Instant::now();
+        let _ = recaller.select(ranked);
+        selection.push(t.elapsed());
         let t = Instant::now();
         recaller
             .recall(&RecallRequest {
-                scope: scope.clone(),
-                query: q.clone(),
-                budget: None,
-                filters: Default::default(),
+                query: format!("{q} (whole)"),
+                ..req
             })
             .await?;
         whole.push(t.elapsed());
     }
-    for v in [&mut retrieval, &mut embed, &mut whole] {
+    for v in [
+        &mut retrieval,
+        &mut embed,
+        &mut whole,
+        &mut fused,
+        &mut selection,
+    ] {
         v.sort();
     }
     let report = serde_json::json!({
@@ -478,6 +500,8 @@ async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bo
         "optimize_seconds": optimize.as_secs_f64(),
         "retrieval_ms": {"p50": percentile(&retrieval, 0.5), "p99": percentile(&retrieval, 0.99)},
         "query_embedding_ms": {"p50": percentile(&embed, 0.5), "p99": percentile(&embed, 0.99)},
+        "recall_retrieve_ms": {"p50": percentile(&fused, 0.5), "p99": percentile(&fused, 0.99)},
+        "recall_select_ms": {"p50": percentile(&selection, 0.5), "p99": percentile(&selection, 0.99)},
         "whole_recall_ms": {"p50": percentile(&whole, 0.5), "p99": percentile(&whole, 0.99)},
         "peak_rss_mib": peak_rss_mib(),
     });
@@ -499,6 +523,12 @@ async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bo
             "query embedding   p50 {:.2} ms  p99 {:.2} ms",
             percentile(&embed, 0.5),
             percentile(&embed, 0.99)
+        );
+        println!("recall retrieve   p50 {:.2} ms  p99 {:.2} ms  (query embedding, legs, identifiers, fusion, version check)", percentile(&fused, 0.5), percentile(&fused, 0.99));
+        println!(
+            "recall select     p50 {:.2} ms  p99 {:.2} ms  (relevance gate, dedup, MMR)",
+            percentile(&selection, 0.5),
+            percentile(&selection, 0.99)
         );
         println!("whole recall      p50 {:.2} ms  p99 {:.2} ms  (embedding + retrieval + identifiers + pack)", percentile(&whole, 0.5), percentile(&whole, 0.99));
         if let Some(rss) = peak_rss_mib() {
