@@ -83,19 +83,24 @@ async fn delete_messages(
 ) -> Result<(), ApiError> {
     let mut turns: BTreeSet<(String, uuid::Uuid)> = BTreeSet::new();
     let mut ids = Vec::with_capacity(hits.len());
-    let mut refs: BTreeSet<String> = BTreeSet::new();
+    // Ordered by conversation, then sequence number (not as text: 2 before 10).
+    let mut refs: BTreeSet<(String, u64, String)> = BTreeSet::new();
     for h in hits {
         if let Some(t) = &h.point.turn_id {
             turns.insert((t.clone(), turn_record_id(&scope_of(&h.point), t)));
         }
-        refs.insert(h.point.reference());
+        refs.insert((
+            h.point.conversation_id.clone().unwrap_or_default(),
+            h.point.seq.unwrap_or(0),
+            h.point.reference(),
+        ));
         ids.push(h.id);
     }
     engine.store.delete_ids(partition, ids).await?;
     for (turn_id, record_id) in turns {
         tombstone(engine, partition, &turn_id, record_id, report).await?;
     }
-    for r in refs {
+    for (_, _, r) in refs {
         removed.refs.insert(r.clone());
         report.removed.push(r);
     }
