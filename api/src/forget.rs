@@ -328,3 +328,21 @@ async fn forget_inner(
     }
     Ok((documents, report))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forgotten_documents_cover_every_chunk_ref() {
+        let mut removed = Removed::default();
+        removed.docs.insert("d1".into());
+        removed.refs.insert("msg:c/2".into());
+        assert!(removed.covers("doc:d1"));
+        assert!(removed.covers("doc:d1#7"));
+        assert!(!removed.covers("doc:d2#0"));
+        assert!(removed.covers("msg:c/2"));
+        assert!(!removed.covers("msg:c/20"));
+        assert!(!removed.covers("evt:d1"));
+    }
+}
