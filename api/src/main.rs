@@ -245,7 +245,9 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
         } => {
             let scope = cli.scope.scope()?;
             if paths.is_empty() && messages.is_none() && beir.is_none() {
-                bail!("nothing to ingest: give files or directories, --messages FILE or --beir FILE");
+                bail!(
+                    "nothing to ingest: give files or directories, --messages FILE or --beir FILE"
+                );
             }
             let engine = open_engine(&cli.data_dir).await?;
             let mut failed = false;

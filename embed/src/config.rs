@@ -62,6 +62,10 @@ pub struct EmbedConfig {
     /// chunking and storage writes need while a batch waits, so it is off by default
     /// (`CAIRN_ORT_SPIN=1` turns it on).
     pub spin: bool,
+    /// Download this model with fastembed from the Hugging Face hub instead of using
+    /// `model_dir` (env `CAIRN_HUB_MODEL`, e.g. `BAAI/bge-small-en-v1.5`; needs the `hub`
+    /// feature and internet access). Downloads are cached under `<model_dir>/hub`.
+    pub hub_model: Option<String>,
 }
 
 impl EmbedConfig {
@@ -88,8 +92,13 @@ impl EmbedConfig {
             model_dir,
             ort_library,
             batch_size,
-            intra_threads: std::env::var("CAIRN_ORT_THREADS").ok().and_then(|v| v.parse().ok()),
+            intra_threads: std::env::var("CAIRN_ORT_THREADS")
+                .ok()
+                .and_then(|v| v.parse().ok()),
             spin: std::env::var("CAIRN_ORT_SPIN").is_ok_and(|v| v == "1"),
+            hub_model: std::env::var("CAIRN_HUB_MODEL")
+                .ok()
+                .filter(|v| !v.is_empty()),
         }
     }
 }

@@ -98,46 +98,120 @@ fn read(dir: &Path, name: &str) -> Result<Vec<u8>> {
         .map_err(|e| EmbedError::ModelUnavailable(format!("{}: {e}", path.display())))
 }
 
+type Loaded = (TextEmbedding, ModelSpec, String, tokenizers::Tokenizer);
+
+fn session_settings(config: &EmbedConfig) -> Vec<(String, String)> {
+    if config.spin {
+        Vec::new()
+    } else {
+        vec![("session.intra_op.allow_spinning".into(), "0".into())]
+    }
+}
+
+/// A model directory prepared by `scripts/setup.sh` (or any local ONNX export).
+fn load_local(config: &EmbedConfig) -> Result<Loaded> {
+    let spec = ModelSpec::load(&config.model_dir)?;
+    let onnx = read(&config.model_dir, "model.onnx")?;
+    let tokenizer_json = read(&config.model_dir, "tokenizer.json")?;
+    let files = TokenizerFiles {
+        tokenizer_file: tokenizer_json.clone(),
+        config_file: read(&config.model_dir, "config.json")?,
+        special_tokens_map_file: read(&config.model_dir, "special_tokens_map.json")?,
+        tokenizer_config_file: read(&config.model_dir, "tokenizer_config.json")?,
+    };
+    let model_id = format!(
+        "{}-{}",
+        spec.name,
+        &cairn_models::ids::sha256_hex(&onnx)[..12]
+    );
+    let env = ort_environment(&config.ort_library)?;
+    let pooling = match spec.pooling {
+        Pooling::Cls => fastembed::Pooling::Cls,
+        Pooling::Mean => fastembed::Pooling::Mean,
+    };
+    let model = UserDefinedEmbeddingModel::new(onnx, files).with_pooling(pooling);
+    let mut options = InitOptionsUserDefined::new()
+        .with_environment(env)
+        .with_max_length(spec.max_tokens);
+    if let Some(threads) = config.intra_threads {
+        options = options.with_intra_threads(threads);
+    }
+    for (k, v) in session_settings(config) {
+        options = options.with_session_config(k, v);
+    }
+    let engine = TextEmbedding::try_new_from_user_defined(model, options)
+        .map_err(|e| EmbedError::ModelUnavailable(format!("cannot load model: {e}")))?;
+    let counter = tokenizers::Tokenizer::from_bytes(&tokenizer_json)
+        .map_err(|e| EmbedError::InvalidConfig(format!("tokenizer.json: {e}")))?;
+    Ok((engine, spec, model_id, counter))
+}
+
+/// A model fastembed downloads from the Hugging Face hub (feature `hub`, for machines
+/// with internet access). `name` is the model code, e.g. `BAAI/bge-small-en-v1.5`.
+#[cfg(feature = "hub")]
+fn load_from_hub(config: &EmbedConfig, name: &str) -> Result<Loaded> {
+    use fastembed::{EmbeddingModel, TextInitOptions};
+    let info = TextEmbedding::list_supported_models()
+        .into_iter()
+        .find(|m| m.model_code.eq_ignore_ascii_case(name))
+        .ok_or_else(|| {
+            EmbedError::InvalidConfig(format!("fastembed does not know the model {name:?}"))
+        })?;
+    let model: EmbeddingModel = info.model.clone();
+    let pooling = match TextEmbedding::get_default_pooling_method(&model) {
+        Some(fastembed::Pooling::Mean) => Pooling::Mean,
+        _ => Pooling::Cls,
+    };
+    let bge =
+        name.to_ascii_lowercase().contains("bge") && name.to_ascii_lowercase().contains("-en");
+    let spec = ModelSpec {
+        name: name.replace('/', "_"),
+        dim: info.dim,
+        pooling,
+        max_tokens: 512,
+        query_prefix: if bge {
+            "Represent this sentence for searching relevant passages: ".into()
+        } else {
+            String::new()
+        },
+        document_prefix: String::new(),
+    };
+    let env = ort_environment(&config.ort_library)?;
+    let mut options = TextInitOptions::new(model)
+        .with_environment(env)
+        .with_max_length(spec.max_tokens)
+        .with_cache_dir(config.model_dir.join("hub"));
+    if let Some(threads) = config.intra_threads {
+        options = options.with_intra_threads(threads);
+    }
+    for (k, v) in session_settings(config) {
+        options = options.with_session_config(k, v);
+    }
+    let engine = TextEmbedding::try_new(options).map_err(|e| {
+        EmbedError::ModelUnavailable(format!("cannot download or load {name}: {e}"))
+    })?;
+    let counter = engine.tokenizer.clone();
+    let model_id = spec.name.clone();
+    Ok((engine, spec, model_id, counter))
+}
+
+#[cfg(not(feature = "hub"))]
+fn load_from_hub(_config: &EmbedConfig, name: &str) -> Result<Loaded> {
+    Err(EmbedError::InvalidConfig(format!(
+        "CAIRN_HUB_MODEL={name} needs a build with the `hub` feature (cargo build --release --features cairn-api/hub)"
+    )))
+}
+
 impl Embedder {
     /// Loads the model (blocking: call it off the async runtime) and starts the worker.
     /// With `cache_path`, vectors are cached on disk there.
     pub fn open(config: &EmbedConfig, cache_path: Option<&Path>) -> Result<Self> {
-        let spec = ModelSpec::load(&config.model_dir)?;
-        let onnx = read(&config.model_dir, "model.onnx")?;
-        let tokenizer_json = read(&config.model_dir, "tokenizer.json")?;
-        let files = TokenizerFiles {
-            tokenizer_file: tokenizer_json.clone(),
-            config_file: read(&config.model_dir, "config.json")?,
-            special_tokens_map_file: read(&config.model_dir, "special_tokens_map.json")?,
-            tokenizer_config_file: read(&config.model_dir, "tokenizer_config.json")?,
+        let (engine, spec, model_id, mut counter) = match &config.hub_model {
+            Some(name) => load_from_hub(config, name)?,
+            None => load_local(config)?,
         };
-        let model_id = format!(
-            "{}-{}",
-            spec.name,
-            &cairn_models::ids::sha256_hex(&onnx)[..12]
-        );
-        let env = ort_environment(&config.ort_library)?;
-        let pooling = match spec.pooling {
-            Pooling::Cls => fastembed::Pooling::Cls,
-            Pooling::Mean => fastembed::Pooling::Mean,
-        };
-        let model = UserDefinedEmbeddingModel::new(onnx, files).with_pooling(pooling);
-        let mut options = InitOptionsUserDefined::new()
-            .with_environment(env)
-            .with_max_length(spec.max_tokens);
-        if let Some(threads) = config.intra_threads {
-            options = options.with_intra_threads(threads);
-        }
-        if !config.spin {
-            options = options.with_session_config("session.intra_op.allow_spinning", "0");
-        }
-        let engine = TextEmbedding::try_new_from_user_defined(model, options)
-            .map_err(|e| EmbedError::ModelUnavailable(format!("cannot load model: {e}")))?;
-
         // A second tokenizer without truncation or padding, for counting tokens (chunk
         // sizing, pack budgets): it must see the whole text.
-        let mut counter = tokenizers::Tokenizer::from_bytes(&tokenizer_json)
-            .map_err(|e| EmbedError::InvalidConfig(format!("tokenizer.json: {e}")))?;
         counter
             .with_truncation(None)
             .map_err(|e| EmbedError::InvalidConfig(e.to_string()))?;
@@ -371,7 +445,9 @@ fn embed_grouped(
     let mut order: Vec<usize> = (0..texts.len()).collect();
     order.sort_by_key(|&i| texts[i].len());
     let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-    for group in order.chunks(batch_size) {
+    let groups: Vec<&[usize]> = order.chunks(batch_size).collect();
+    let last = groups.len().saturating_sub(1);
+    for (g, group) in groups.into_iter().enumerate() {
         let batch: Vec<&str> = group.iter().map(|&i| texts[i].as_str()).collect();
         let vectors = engine
             .embed(&batch, Some(batch.len()))
@@ -385,15 +461,43 @@ fn embed_grouped(
             }
             out[i] = v;
         }
-        // Let queries through between document batches.
-        loop {
-            let next = queue.lock().queries.pop_front();
-            let Some(q) = next else { break };
-            let r = engine
-                .embed(&q.texts, None)
-                .map_err(|e| EmbedError::Inference(e.to_string()));
-            let _ = q.reply.send(r);
+        // Let queries through between document batches. Not after the last batch: this
+        // job's reply goes out first (the worker loop serves queued queries next anyway),
+        // or a steady stream of queries would hold it back indefinitely.
+        // Only the queries waiting now: later arrivals wait for the next batch boundary, so
+        // the document job always progresses.
+        if g < last {
+            let waiting = std::mem::take(&mut queue.lock().queries);
+            for q in waiting {
+                let r = engine
+                    .embed(&q.texts, None)
+                    .map_err(|e| EmbedError::Inference(e.to_string()));
+                let _ = q.reply.send(r);
+            }
         }
     }
     Ok(out)
+}
+
+#[cfg(all(test, not(feature = "hub")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hub_models_need_the_hub_feature() {
+        let mut config = EmbedConfig::from_env();
+        config.hub_model = Some("BAAI/bge-small-en-v1.5".into());
+        let err = Embedder::open(&config, None).unwrap_err();
+        assert!(matches!(err, EmbedError::InvalidConfig(_)), "{err}");
+        assert!(err.to_string().contains("hub"));
+    }
+
+    #[test]
+    fn a_missing_model_is_a_clear_error() {
+        let mut config = EmbedConfig::from_env();
+        config.model_dir = std::path::PathBuf::from("/nonexistent/model");
+        let err = Embedder::open(&config, None).unwrap_err();
+        assert_eq!(err.kind(), cairn_models::ErrorKind::Unavailable);
+        assert!(err.to_string().contains("scripts/setup.sh"), "{err}");
+    }
 }
