@@ -16,7 +16,8 @@ use std::sync::Arc;
 
 use cairn_embed::Embedder;
 use cairn_models::ids::{
-    chunk_point_id, document_id, document_record_id, message_point_id, sha256_hex,
+    chunk_point_id, conversation_record_id, document_id, document_record_id, message_point_id,
+    sha256_hex,
 };
 use cairn_models::{Partition, PointKind, Role, Scope, StoredPoint, TrustOrigin};
 use cairn_store::{Filter, MemoryStore, UpsertPoint};
@@ -733,7 +734,11 @@ impl Ingestor {
         }
         if !to_write.is_empty() {
             let vectors = self.embedder.embed_documents(texts.clone()).await?;
-            let points = to_write
+            let conversations: std::collections::BTreeSet<String> = to_write
+                .iter()
+                .filter_map(|(_, p)| p.conversation_id.clone())
+                .collect();
+            let mut points: Vec<UpsertPoint> = to_write
                 .into_iter()
                 .zip(vectors)
                 .zip(texts)
@@ -744,6 +749,23 @@ impl Ingestor {
                     payload,
                 })
                 .collect();
+            // The high-water marks travel in the same write as the messages.
+            for conversation in conversations {
+                let next = seqs
+                    .get(&(partition.key(), conversation.clone()))
+                    .copied()
+                    .unwrap_or(0);
+                let mut record =
+                    StoredPoint::new(PointKind::Conversation, scope, TrustOrigin::System, now);
+                record.conversation_id = Some(conversation.clone());
+                record.seq = Some(next);
+                points.push(UpsertPoint {
+                    id: conversation_record_id(&partition, &conversation),
+                    dense: None,
+                    bm25_text: None,
+                    payload: record,
+                });
+            }
             if let Err(e) = self.store.upsert(points).await {
                 // Sequence numbers handed out above were not used: reload them next time.
                 seqs.clear();
@@ -765,7 +787,20 @@ impl Ingestor {
             *next += 1;
             return Ok(seq);
         }
-        // First use in this process: continue after the highest stored sequence number.
+        // First use in this process: continue after the conversation's high-water mark
+        // (kept when messages are deleted) and after any stored message.
+        let recorded = self
+            .store
+            .retrieve(
+                partition,
+                &[conversation_record_id(partition, conversation)],
+                false,
+            )
+            .await?
+            .into_iter()
+            .next()
+            .and_then(|h| h.point.seq)
+            .unwrap_or(0);
         let filter = Filter::new()
             .eq("kind", PointKind::Message.as_str())
             .eq("conversation_id", conversation);
@@ -784,7 +819,7 @@ impl Ingestor {
                 None => break,
             }
         }
-        let seq = max.map_or(0, |m| m + 1);
+        let seq = max.map_or(0, |m| m + 1).max(recorded);
         seqs.insert(key, seq + 1);
         Ok(seq)
     }

@@ -432,3 +432,51 @@ proptest::proptest! {
         proptest::prop_assert_eq!(chunker.chunk(&doc).unwrap(), chunks);
     }
 }
+
+#[tokio::test]
+async fn sequence_numbers_are_never_reused_after_deletes_and_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = scope();
+    let store = {
+        let ing = ingestor(dir.path());
+        let r = ing
+            .record_messages(
+                &s,
+                vec![
+                    msg("c9", Role::User, "first", Some("a")),
+                    msg("c9", Role::User, "second", Some("b")),
+                    msg("c9", Role::User, "third", Some("c")),
+                ],
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![0, 1, 2]);
+        // Forget the last two messages.
+        ing.store()
+            .delete_where(
+                &s.partition(),
+                cairn_store::Filter::new()
+                    .eq("kind", "message")
+                    .range("seq", Some(1.0), None),
+            )
+            .await
+            .unwrap();
+        Arc::clone(ing.store())
+    };
+    // A new process (a fresh ingestor on the same store) continues after the high-water mark.
+    let e = embedder();
+    let ing = Ingestor::new(
+        store,
+        e.clone(),
+        IngestConfig::for_model(e.spec().max_tokens),
+    )
+    .unwrap();
+    let r = ing
+        .record_messages(&s, vec![msg("c9", Role::User, "fourth", Some("d"))])
+        .await
+        .unwrap();
+    assert_eq!(
+        r[0].seq, 3,
+        "msg:c9/1 and msg:c9/2 must not point at new content"
+    );
+}

@@ -65,6 +65,14 @@ pub fn message_point_id(scope: &Scope, conversation: &str, message_key: &str, ro
     )
 }
 
+/// Point id of the record of a conversation in `partition` (its sequence high-water mark).
+pub fn conversation_record_id(partition: &Partition, conversation: &str) -> Uuid {
+    Uuid::new_v5(
+        &CAIRN_NAMESPACE,
+        format!("conv\0{}\0{conversation}", partition.key()).as_bytes(),
+    )
+}
+
 /// Point id of the record of a completed turn (the turn's receipt, keyed by the full scope).
 pub fn turn_record_id(scope: &Scope, turn_id: &str) -> Uuid {
     Uuid::new_v5(

@@ -97,6 +97,10 @@ pub enum PointKind {
     Candidate,
     /// An approved candidate as a searchable memory (`mem:<id>`, id in `doc_id`).
     Memory,
+    /// The record of a conversation: the next message sequence number in `seq`, kept when
+    /// messages are deleted so a `msg:<conversation>/<seq>` ref is never reused (not
+    /// searchable).
+    Conversation,
 }
 
 impl PointKind {
@@ -109,6 +113,7 @@ impl PointKind {
             PointKind::Event => "event",
             PointKind::Candidate => "candidate",
             PointKind::Memory => "memory",
+            PointKind::Conversation => "conversation",
         }
     }
 
@@ -231,6 +236,9 @@ impl StoredPoint {
             PointKind::Event => format!("evt:{}", self.doc_id.as_deref().unwrap_or("?")),
             PointKind::Candidate => format!("cand:{}", self.doc_id.as_deref().unwrap_or("?")),
             PointKind::Memory => format!("mem:{}", self.doc_id.as_deref().unwrap_or("?")),
+            PointKind::Conversation => {
+                format!("conv:{}", self.conversation_id.as_deref().unwrap_or("?"))
+            }
         }
     }
 }
