@@ -730,6 +730,9 @@ impl BeirReport {
                 f3(r.recall100)
             ));
         }
+        if self.modes.iter().any(|m| m.mode == Mode::HybridQdrant) {
+            md.push_str("\n`hybrid-qdrant`: Qdrant orders candidates with equal fused scores (e.g. rank 1 in one leg only, for two documents) in no fixed order, so its figures move slightly from run to run; `hybrid` breaks ties by point id.\n");
+        }
         md.push_str(&format!(
             "\nLatency is per query, one query at a time, from the call to the ranked list; query vectors come from the embedding cache. Query embedding by the model (uncached, {} queries): p50 {:.1} ms, p95 {:.1} ms — add it for every mode except `bm25`.\n",
             self.query_embedding.samples, self.query_embedding.p50_ms, self.query_embedding.p95_ms
@@ -745,7 +748,7 @@ impl BeirReport {
             md.push_str(".\n");
         }
         if let Some(best) = self.best_sweep() {
-            md.push_str("\n## Fusion sweep (`hybrid` mode, tuned on this split)\n\n`identifiers` = `RecallConfig::max_identifiers` (0 turns the identifier probes off).\n\n| RRF k | dense weight | sparse weight | identifiers | nDCG@10 | Recall@10 | Recall@100 | MRR@10 |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+            md.push_str("\n## Fusion sweep (`hybrid` mode, tuned on this split)\n\n`identifiers` = `RecallConfig::max_identifiers`. For 0 the recall path's candidates are re-fused from their dense and sparse ranks without the identifier bonus (and candidates found only by an identifier probe are dropped), because `max_identifiers = 0` still probes one identifier (`cairn_recall::query::identifiers` checks its limit after pushing).\n\n| RRF k | dense weight | sparse weight | identifiers | nDCG@10 | Recall@10 | Recall@100 | MRR@10 |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n");
             for r in &self.sweep {
                 let mark = if std::ptr::eq(r, best) { "**" } else { "" };
                 let m = &r.summary;

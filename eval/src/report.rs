@@ -29,6 +29,9 @@ pub struct Machine {
     /// `MemTotal` in GiB (`free -g`).
     pub memory_gib: f64,
     pub os: String,
+    /// `/proc/loadavg` (1, 5, 15 minutes) when the run started: other work on the machine
+    /// slows ingest and inflates latencies.
+    pub load_average: String,
 }
 
 fn quote(arg: &str) -> String {
@@ -87,7 +90,7 @@ impl RunInfo {
     /// The provenance block at the top of every Markdown report.
     pub fn markdown(&self) -> String {
         format!(
-            "- command: `{}`\n- git commit: `{}`\n- date: {}\n- machine: {} CPUs (`nproc`), {:.0} GiB RAM (`free -g` total), {}, {}\n- model: `{}`\n",
+            "- command: `{}`\n- git commit: `{}`\n- date: {}\n- machine: {} CPUs (`nproc`), {:.0} GiB RAM (`free -g` total), {}, {}; load average at start {}\n- model: `{}`\n",
             self.command,
             self.git_commit,
             self.date,
@@ -95,6 +98,7 @@ impl RunInfo {
             self.machine.memory_gib,
             self.machine.cpu,
             self.machine.os,
+            self.machine.load_average,
             self.model
         )
     }
@@ -122,11 +126,15 @@ impl Machine {
         let os = std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|r| format!("Linux {}", r.trim()))
             .unwrap_or_else(|_| std::env::consts::OS.to_string());
+        let load_average = std::fs::read_to_string("/proc/loadavg")
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .unwrap_or_default();
         Machine {
             nproc,
             cpu,
             memory_gib: kib / (1024.0 * 1024.0),
             os,
+            load_average,
         }
     }
 }

@@ -41,6 +41,35 @@ async fn a_failing_expectation_is_reported() {
     assert!(all.contains("unknown scope"), "{all}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn known_bugs_are_reported_apart_from_failures() {
+    let env = EvalEnv::open(None).await.unwrap();
+    let s: scenario::Scenario = serde_json::from_value(serde_json::json!({
+        "name": "a documented bug",
+        "scopes": {"a": {"tenant": "t", "user": "u"}},
+        "steps": [
+            {"op": "ingest_document", "scope": "a", "source": "x.txt", "text": "The sky is blue."},
+            {"op": "recall", "scope": "a", "query": "What colour is the sky?",
+             "expect": {"conflicts": 2, "first_source": "x.txt"}}
+        ],
+        "known_bugs": [
+            {"step": 2, "contains": "conflicts: expected 2", "bug": "pretend bug"},
+            {"step": 1, "contains": "never happens", "bug": "fixed bug"}
+        ]
+    }))
+    .unwrap();
+    let r = scenario::run(&env.embedder, &s).await.unwrap();
+    assert!(r.passed, "{:?}", r.failures);
+    assert!(
+        r.failures.is_empty(),
+        "the pack dump of an explained step is dropped too"
+    );
+    assert_eq!(r.known_bugs.len(), 1);
+    assert!(r.known_bugs[0].contains("pretend bug"));
+    assert_eq!(r.notices.len(), 1);
+    assert!(r.notices[0].contains("no longer reproduces"));
+}
+
 #[test]
 fn scenario_files_reject_unknown_fields() {
     let bad = serde_json::json!({
