@@ -382,12 +382,10 @@ async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bo
             rec.doc_id = Some(doc_id);
             rec.version = Some(1);
             rec.chunk_count = Some(docs_per_source as u32);
-            batch.push(UpsertPoint {
-                id: document_record_id(&partition, &source),
-                dense: None,
-                bm25_text: None,
-                payload: rec,
-            });
+            batch.push(UpsertPoint::record(
+                document_record_id(&partition, &source),
+                rec,
+            ));
         }
         if batch.len() >= 1000 {
             store.upsert(std::mem::take(&mut batch)).await?;

@@ -151,12 +151,7 @@ pub async fn post_event(engine: &Engine, req: EventRequest) -> Result<EventRecei
     p.metadata = req.metadata;
     engine
         .store
-        .upsert(vec![UpsertPoint {
-            id: point_id,
-            dense: None,
-            bm25_text: None,
-            payload: p,
-        }])
+        .upsert(vec![UpsertPoint::record(point_id, p)])
         .await?;
     Ok(receipt(true))
 }

@@ -140,12 +140,7 @@ async fn tombstone(
         record.metadata = Some(meta);
         engine
             .store
-            .upsert(vec![UpsertPoint {
-                id: record_id,
-                dense: None,
-                bm25_text: None,
-                payload: record,
-            }])
+            .upsert(vec![UpsertPoint::record(record_id, record)])
             .await?;
     }
     let t = format!("turn:{turn_id}");

@@ -229,12 +229,7 @@ pub async fn complete(
     // The turn record is the commit point: written after both messages are stored.
     engine
         .store
-        .upsert(vec![UpsertPoint {
-            id: record_id,
-            dense: None,
-            bm25_text: None,
-            payload: record,
-        }])
+        .upsert(vec![UpsertPoint::record(record_id, record)])
         .await?;
     Ok(receipt)
 }

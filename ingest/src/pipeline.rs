@@ -587,12 +587,10 @@ impl Ingestor {
             record.content_hash = Some(prepared.content_hash.clone());
             record.metadata = prepared.metadata.clone();
             self.store
-                .upsert(vec![UpsertPoint {
-                    id: document_record_id(&partition, &prepared.source),
-                    dense: None,
-                    bm25_text: None,
-                    payload: record,
-                }])
+                .upsert(vec![UpsertPoint::record(
+                    document_record_id(&partition, &prepared.source),
+                    record,
+                )])
                 .await?;
         }
         self.retire_old_versions(&partition, &prepared.source, &prepared.doc_id)
@@ -759,12 +757,10 @@ impl Ingestor {
                     StoredPoint::new(PointKind::Conversation, scope, TrustOrigin::System, now);
                 record.conversation_id = Some(conversation.clone());
                 record.seq = Some(next);
-                points.push(UpsertPoint {
-                    id: conversation_record_id(&partition, &conversation),
-                    dense: None,
-                    bm25_text: None,
-                    payload: record,
-                });
+                points.push(UpsertPoint::record(
+                    conversation_record_id(&partition, &conversation),
+                    record,
+                ));
             }
             if let Err(e) = self.store.upsert(points).await {
                 // Sequence numbers handed out above were not used: reload them next time.

@@ -65,6 +65,18 @@ pub struct UpsertPoint {
     pub payload: StoredPoint,
 }
 
+impl UpsertPoint {
+    /// A record that is not searched (no vectors): registries, receipts, reviews.
+    pub fn record(id: Uuid, payload: StoredPoint) -> Self {
+        UpsertPoint {
+            id,
+            dense: None,
+            bm25_text: None,
+            payload,
+        }
+    }
+}
+
 /// A point read back.
 #[derive(Debug, Clone)]
 pub struct Hit {

@@ -164,12 +164,7 @@ async fn search_scope_persistence_and_deletes() {
     let mut rec = StoredPoint::new(PointKind::Document, &a, TrustOrigin::Document, 1);
     rec.source = Some("x".into());
     store
-        .upsert(vec![UpsertPoint {
-            id: Uuid::new_v4(),
-            dense: None,
-            bm25_text: None,
-            payload: rec,
-        }])
+        .upsert(vec![UpsertPoint::record(Uuid::new_v4(), rec)])
         .await
         .unwrap();
     let (page, _) = store
