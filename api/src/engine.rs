@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use cairn_embed::{EmbedConfig, Embedder};
@@ -29,7 +30,14 @@ pub struct Engine {
     /// What `prepare` selected per (scope, turn id), for `complete`'s REFERS_TO links. Kept in
     /// memory only (prepare persists nothing) and bounded.
     pub prepared: Mutex<PreparedTurns>,
+    /// Chunks written since the vector index was last built (see [`Engine::note_written`]).
+    written_since_optimize: AtomicU64,
+    /// Set while a background index build runs, so at most one runs at a time.
+    optimizing: AtomicBool,
 }
+
+/// After this many new chunks the server rebuilds the vector index in the background.
+pub const OPTIMIZE_AFTER_CHUNKS: u64 = 1_000;
 
 /// A bounded FIFO map of prepared turns.
 #[derive(Debug, Default)]
@@ -58,6 +66,38 @@ impl PreparedTurns {
 }
 
 impl Engine {
+    /// Records that `chunks` were written. Once [`OPTIMIZE_AFTER_CHUNKS`] have accumulated,
+    /// builds the vector index (edge `optimize`) on a background task, off the request path:
+    /// the embedded shard has no background optimizer of its own, and searching an
+    /// unindexed segment is a brute-force scan.
+    /// Whether a background index build is running.
+    pub fn optimizing(&self) -> bool {
+        self.optimizing.load(Ordering::Acquire)
+    }
+
+    pub fn note_written(self: &Arc<Self>, chunks: u64) {
+        let total = self
+            .written_since_optimize
+            .fetch_add(chunks, Ordering::Relaxed)
+            + chunks;
+        if total < OPTIMIZE_AFTER_CHUNKS || self.optimizing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.written_since_optimize.store(0, Ordering::Relaxed);
+        let engine = Arc::clone(self);
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            match engine.store.optimize().await {
+                Ok(_) => tracing::info!(
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "vector index rebuilt"
+                ),
+                Err(e) => tracing::warn!("background optimize failed: {e}"),
+            }
+            engine.optimizing.store(false, Ordering::Release);
+        });
+    }
+
     /// Opens the data directory with the default model configuration. Blocking (loads the
     /// model): call it off the async runtime or before starting one.
     pub fn open(data_dir: &Path) -> Result<Self, ApiError> {
@@ -98,6 +138,8 @@ impl Engine {
             turn_lock: Mutex::new(()),
             review_lock: Mutex::new(()),
             prepared: Mutex::new(PreparedTurns::default()),
+            written_since_optimize: AtomicU64::new(0),
+            optimizing: AtomicBool::new(false),
         })
     }
 }

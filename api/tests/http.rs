@@ -1533,3 +1533,34 @@ async fn end_to_end_on_a_real_server() {
         (413, Some("payload_too_large"))
     );
 }
+
+#[tokio::test]
+async fn the_index_is_rebuilt_in_the_background_after_many_writes() {
+    let app = test_app(Auth::default(), 1 << 20);
+    let doc = json!({"scope": scope("acme"), "source": "kb/vpn.md", "media_type": "text/markdown",
+        "text": "# VPN\n\nInstall the client, sign in with your company account and choose the Frankfurt gateway."});
+    let (s, _) = call(&app, "POST", "/v1/documents", Some(doc), None).await;
+    assert_eq!(s, StatusCode::OK);
+    let engine = Arc::clone(&app.state.engine);
+    engine.note_written(cairn_api::engine::OPTIMIZE_AFTER_CHUNKS);
+    assert!(
+        engine.optimizing(),
+        "a build starts once enough chunks were written"
+    );
+    let started = std::time::Instant::now();
+    while engine.optimizing() && started.elapsed() < std::time::Duration::from_secs(60) {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(!engine.optimizing(), "the build finishes");
+    // Reads and writes go on as before on the optimized shard.
+    let (s, v) = call(
+        &app,
+        "POST",
+        "/v1/recall",
+        Some(json!({"scope": scope("acme"), "query": "Which VPN gateway should I choose?"})),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["citations"][0]["source"], "kb/vpn.md");
+}

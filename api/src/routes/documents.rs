@@ -90,6 +90,9 @@ async fn ingest_one(
     state
         .metrics
         .add("chunks_ingested", u64::from(report.chunks));
+    if report.status != cairn_ingest::DocStatus::Unchanged {
+        engine.note_written(u64::from(report.chunks));
+    }
     Ok(report)
 }
 

@@ -94,10 +94,9 @@ async fn post_messages(
         .ingestor
         .record_messages(&body.scope, body.messages)
         .await?;
-    state.metrics.add(
-        "messages_recorded",
-        receipts.iter().filter(|r| r.created).count() as u64,
-    );
+    let created = receipts.iter().filter(|r| r.created).count() as u64;
+    state.metrics.add("messages_recorded", created);
+    state.engine.note_written(created);
     Ok(Json(MessagesResponse { receipts }))
 }
 
