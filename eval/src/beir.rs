@@ -245,7 +245,8 @@ pub struct IngestSummary {
     pub documents_per_second: f64,
     /// Vectors computed by the model (the rest came from the embedding cache).
     pub vectors_computed: u64,
-    pub index_seconds: Option<f64>,
+    /// The `optimize()` call after the ingest (made after ≥ 1,000 chunks).
+    pub optimize: Option<crate::stack::Optimize>,
 }
 
 /// Aggregate figures of one mode.
@@ -443,7 +444,7 @@ pub async fn run(env: &EvalEnv, opts: &BeirOptions, observer: &Observer) -> Resu
         seconds: ingest.seconds,
         documents_per_second: doc_ids.len() as f64 / ingest.seconds.max(1e-9),
         vectors_computed,
-        index_seconds: ingest.index_seconds,
+        optimize: ingest.optimize,
     };
 
     // Query vectors: timed on an uncached model, then cached for the modes.
@@ -690,15 +691,24 @@ impl BeirReport {
         ));
         let i = &self.ingest;
         md.push_str(&format!(
-            "\n## Ingest\n\n{} documents ({} failed) → {} chunks in {:.1} s ({:.1} documents/s); {} vectors computed by the model, the rest read from the embedding cache; vector index built in {}.\n",
+            "\n## Ingest\n\n{} documents ({} failed) → {} chunks in {:.1} s ({:.1} documents/s); {} vectors computed by the model, the rest read from the embedding cache. {}\n",
             i.documents,
             i.failed,
             i.chunks,
             i.seconds,
             i.documents_per_second,
             i.vectors_computed,
-            i.index_seconds
-                .map_or_else(|| "– (under 1,000 chunks: not built)".to_string(), |s| format!("{s:.1} s"))
+            match i.optimize {
+                None => "`optimize()` not called (under 1,000 chunks, as in `cairn ingest`): dense search is exact.".to_string(),
+                Some(o) if o.optimized => format!(
+                    "`optimize()` (called after ≥ 1,000 chunks, as `cairn ingest` does) built the index in {:.1} s: dense search uses HNSW.",
+                    o.seconds
+                ),
+                Some(o) => format!(
+                    "`optimize()` (called after ≥ 1,000 chunks, as `cairn ingest` does) returned false in {:.1} s: nothing to optimize (no HNSW index; the vectors are below the engine's indexing threshold), so dense search is exact.",
+                    o.seconds
+                ),
+            }
         ));
         for f in &i.failures {
             md.push_str(&format!("- failed: {f}\n"));
