@@ -524,6 +524,7 @@ async fn pack_eval(
         // Shown, but not counted as answerable in the threshold table.
         sets.extend(extra.calibration.sets.into_iter().map(|mut s| {
             s.answerable = false;
+            s.description = "category 5: questions that attribute what one speaker said to the other; their evidence turns are in the conversation, so they are shown apart and not pooled".into();
             s
         }));
         let current = report.calibration.current_min_relevance;
