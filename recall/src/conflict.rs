@@ -118,7 +118,17 @@ fn frame(sentence: &str) -> Frame {
         .filter(|t| !t.is_empty())
         .collect();
     for (i, token) in raw.iter().enumerate() {
-        let lower_words = words(token);
+        // A clock time ("9:30") is one value; `words` would split it at the colon.
+        let clock = token.trim_matches(':');
+        let lower_words = if clock.contains(':')
+            && clock
+                .split(':')
+                .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+        {
+            vec![clock.to_string()]
+        } else {
+            words(token)
+        };
         let Some(w) = lower_words.first() else {
             continue;
         };
@@ -224,6 +234,15 @@ mod tests {
             &one("The rent is 1350 euros a month")
         )
         .is_some());
+    }
+
+    #[test]
+    fn clock_times_are_whole_values() {
+        let a = one("The standup starts at 9:30.");
+        let b = one("The standup starts at 9:45.");
+        assert_eq!(disagree(&a, &b), Some(Disagreement::Values));
+        assert!(a.values.contains("9:30"), "{:?}", a.values);
+        assert_eq!(disagree(&a, &one("The standup starts at 9:30")), None);
     }
 
     #[test]

@@ -60,8 +60,11 @@ pub struct RecallConfig {
     pub rrf_k: f32,
     pub dense_weight: f32,
     pub sparse_weight: f32,
-    /// Most identifiers extracted from a query.
+    /// Most identifiers extracted from a query (0 turns identifier probes off).
     pub max_identifiers: usize,
+    /// Weight of the identifier "leg" in the fusion: an identifier found verbatim in one
+    /// item adds `identifier_weight / (k + 1)` to it (split among the items that contain it).
+    pub identifier_weight: f32,
     /// Most items offered to the pack.
     pub max_items: usize,
     /// MMR trade-off: 1.0 = pure relevance, 0.0 = pure diversity.
@@ -82,10 +85,11 @@ impl Default for RecallConfig {
             dense_weight: 1.0,
             sparse_weight: 1.0,
             max_identifiers: 8,
+            identifier_weight: 0.5,
             max_items: 12,
             mmr_lambda: 0.75,
             duplicate_similarity: 0.97,
-            min_relevance: 0.55,
+            min_relevance: 0.60,
         }
     }
 }
@@ -277,6 +281,7 @@ impl Recaller {
 
         let identifiers = query::identifiers(&req.query, self.config.max_identifiers);
         let mut ident_hits: HashMap<Uuid, (Hit, Vec<String>)> = HashMap::new();
+        let mut ident_matches: HashMap<String, usize> = HashMap::new();
         for ident in &identifiers {
             let hits = self
                 .store
@@ -298,6 +303,7 @@ impl Recaller {
                     .as_deref()
                     .is_some_and(|t| t.to_lowercase().contains(&needle));
                 if contains {
+                    *ident_matches.entry(ident.clone()).or_insert(0) += 1;
                     ident_hits
                         .entry(h.id)
                         .or_insert_with(|| (h.clone(), Vec::new()))
@@ -335,8 +341,15 @@ impl Recaller {
         }
         for (id, (hit, idents)) in ident_hits {
             let r = merged.entry(id).or_insert_with(|| entry(&hit));
-            // An exact mention of a named identifier counts like a top rank in a third leg.
-            r.reason.fused_score += idents.len() as f32 / (k + 1.0);
+            // An exact mention of a named identifier counts like a top rank in a third leg,
+            // weighted, and shared among the items that mention it: a rare identifier
+            // ("ZX-4471", in one item) lifts that item; a common one ("UK", in all five
+            // probed items) barely reorders anything.
+            let bonus: f32 = idents
+                .iter()
+                .map(|i| 1.0 / *ident_matches.get(i).unwrap_or(&1) as f32)
+                .sum();
+            r.reason.fused_score += self.config.identifier_weight * bonus / (k + 1.0);
             r.reason.identifier_hits = idents;
         }
         for r in merged.values_mut() {

@@ -98,6 +98,9 @@ pub fn identifiers(query: &str, max: usize) -> Vec<String> {
     found.sort_by_key(|(pos, _)| *pos);
     let mut out: Vec<String> = Vec::new();
     for (_, s) in found {
+        if out.len() >= max {
+            break;
+        }
         if !out.iter().any(|o| o.eq_ignore_ascii_case(&s)) {
             out.push(s);
         }
@@ -185,6 +188,7 @@ mod tests {
             vec!["QX-9", "order_42", "v2.3"]
         );
         assert!(identifiers("A B C D E F G H I J K L M N O P Q R", 3).len() <= 3);
+        assert!(identifiers("ticket ZX-4471 for Alex", 0).is_empty());
     }
 
     #[test]
