@@ -101,6 +101,9 @@ pub struct FusionArgs {
     /// Most query identifiers probed lexically by the `hybrid` mode (0: none).
     #[arg(long)]
     max_identifiers: Option<usize>,
+    /// Weight of the identifier hits in the `hybrid` fusion.
+    #[arg(long)]
+    identifier_weight: Option<f32>,
 }
 
 impl FusionArgs {
@@ -111,6 +114,7 @@ impl FusionArgs {
             dense_weight: self.dense_weight.unwrap_or(d.dense_weight),
             sparse_weight: self.sparse_weight.unwrap_or(d.sparse_weight),
             identifiers: self.max_identifiers.unwrap_or(d.identifiers),
+            identifier_weight: self.identifier_weight.unwrap_or(d.identifier_weight),
         }
     }
 }

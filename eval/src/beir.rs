@@ -372,6 +372,7 @@ pub fn sweep_grid() -> Vec<Fusion> {
                     dense_weight: 1.0,
                     sparse_weight: sw,
                     identifiers,
+                    identifier_weight: Fusion::default().identifier_weight,
                 });
             }
         }

@@ -59,6 +59,7 @@ pub struct Fusion {
     pub dense_weight: f32,
     pub sparse_weight: f32,
     pub identifiers: usize,
+    pub identifier_weight: f32,
 }
 
 impl Default for Fusion {
@@ -69,6 +70,7 @@ impl Default for Fusion {
             dense_weight: c.dense_weight,
             sparse_weight: c.sparse_weight,
             identifiers: c.max_identifiers,
+            identifier_weight: c.identifier_weight,
         }
     }
 }
@@ -82,6 +84,7 @@ impl Fusion {
             dense_weight: self.dense_weight,
             sparse_weight: self.sparse_weight,
             max_identifiers: self.identifiers,
+            identifier_weight: self.identifier_weight,
             ..RecallConfig::default()
         }
     }
@@ -200,8 +203,8 @@ impl<'a> Retriever<'a> {
                     .retrieve(&self.request(query, conversation))
                     .await?;
                 if self.fusion.identifiers == 0 {
-                    // `RecallConfig::max_identifiers = 0` still probes one identifier (see
-                    // `refuse_without_identifiers`), so the legs are re-fused here.
+                    // Kept from before `max_identifiers = 0` turned probes off in recall:
+                    // re-fusing the legs without identifiers gives the same ranking.
                     ranked = refuse_without_identifiers(ranked, &self.fusion);
                 }
                 return Ok(ranked

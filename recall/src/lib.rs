@@ -81,9 +81,9 @@ impl Default for RecallConfig {
         RecallConfig {
             default_budget: 1000,
             prefetch: 50,
-            rrf_k: 60.0,
+            rrf_k: 10.0,
             dense_weight: 1.0,
-            sparse_weight: 1.0,
+            sparse_weight: 0.75,
             max_identifiers: 8,
             identifier_weight: 0.5,
             max_items: 12,
