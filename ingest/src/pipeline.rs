@@ -53,8 +53,8 @@ impl IngestConfig {
             max_file_bytes: 64 * 1024 * 1024,
             extract_concurrency: 2,
             write_batch: 128,
-            channel_capacity: 16,
-            embed_group: 64,
+            channel_capacity: 64,
+            embed_group: 256,
         }
     }
 }
