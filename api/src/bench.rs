@@ -163,7 +163,7 @@ fn open_store(dir: &Path, dim: usize) -> Result<Arc<dyn MemoryStore>> {
     })?))
 }
 
-pub async fn run(_data_dir: &Path, which: BenchCommand) -> Result<std::process::ExitCode> {
+pub async fn run(which: BenchCommand) -> Result<std::process::ExitCode> {
     match which {
         BenchCommand::Ingest { corpus, docs, json } => {
             bench_ingest(corpus.as_deref(), docs, json).await?

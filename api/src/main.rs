@@ -186,7 +186,7 @@ pub(crate) async fn open_engine(data_dir: &Path) -> Result<Arc<Engine>> {
 async fn run(cli: Cli) -> Result<std::process::ExitCode> {
     use std::process::ExitCode;
     match cli.command {
-        Command::Bench { which } => bench::run(&cli.data_dir, which).await,
+        Command::Bench { which } => bench::run(which).await,
         Command::Eval { which } => cli_eval::run(which).await,
         Command::HashKey { key } => {
             println!("{}", cairn_models::ids::sha256_hex(key.as_bytes()));

@@ -759,7 +759,7 @@ impl BeirReport {
             md.push_str(".\n");
         }
         if let Some(best) = self.best_sweep() {
-            md.push_str("\n## Fusion sweep (`hybrid` mode, tuned on this split)\n\n`identifiers` = `RecallConfig::max_identifiers`. For 0 the recall path's candidates are re-fused from their dense and sparse ranks without the identifier bonus (and candidates found only by an identifier probe are dropped), because `max_identifiers = 0` still probes one identifier (`cairn_recall::query::identifiers` checks its limit after pushing).\n\n| RRF k | dense weight | sparse weight | identifiers | nDCG@10 | Recall@10 | Recall@100 | MRR@10 |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+            md.push_str("\n## Fusion sweep (`hybrid` mode, tuned on this split)\n\n`identifiers` = `RecallConfig::max_identifiers` (0: no identifier probes).\n\n| RRF k | dense weight | sparse weight | identifiers | nDCG@10 | Recall@10 | Recall@100 | MRR@10 |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n");
             for r in &self.sweep {
                 let mark = if std::ptr::eq(r, best) { "**" } else { "" };
                 let m = &r.summary;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use cairn_models::{PointKind, Scope, StoredPoint};
-use cairn_recall::{Ranked, RecallConfig, RecallFilters, RecallRequest, Recaller};
+use cairn_recall::{RecallConfig, RecallFilters, RecallRequest, Recaller};
 use cairn_store::{Filter, SearchMode, SearchRequest};
 use serde::{Deserialize, Serialize};
 
@@ -198,15 +198,10 @@ impl<'a> Retriever<'a> {
                     .await?
             }
             Mode::Hybrid => {
-                let mut ranked = self
+                let ranked = self
                     .recaller
                     .retrieve(&self.request(query, conversation))
                     .await?;
-                if self.fusion.identifiers == 0 {
-                    // Kept from before `max_identifiers = 0` turned probes off in recall:
-                    // re-fusing the legs without identifiers gives the same ranking.
-                    ranked = refuse_without_identifiers(ranked, &self.fusion);
-                }
                 return Ok(ranked
                     .into_iter()
                     .take(self.depth)
@@ -259,34 +254,6 @@ impl<'a> Retriever<'a> {
         }
         Ok(out)
     }
-}
-
-/// The recall path's candidates re-ranked by the weighted RRF of their dense and sparse
-/// ranks alone: the identifier bonus removed, and candidates found only by an identifier
-/// probe dropped. This is what `identifiers = 0` evaluates, because
-/// `cairn_recall::query::identifiers(query, 0)` returns one identifier instead of none (it
-/// checks the limit after pushing), so `RecallConfig::max_identifiers = 0` does not turn
-/// the probes off.
-pub fn refuse_without_identifiers(ranked: Vec<Ranked>, fusion: &Fusion) -> Vec<Ranked> {
-    let k = fusion.rrf_k;
-    let mut out: Vec<Ranked> = ranked
-        .into_iter()
-        .filter(|r| r.reason.dense_rank.is_some() || r.reason.sparse_rank.is_some())
-        .map(|mut r| {
-            let leg = |rank: Option<u32>, w: f32| rank.map_or(0.0, |n| w / (k + n as f32));
-            r.reason.fused_score = leg(r.reason.dense_rank, fusion.dense_weight)
-                + leg(r.reason.sparse_rank, fusion.sparse_weight);
-            r.reason.identifier_hits.clear();
-            r
-        })
-        .collect();
-    out.sort_by(|a, b| {
-        b.reason
-            .fused_score
-            .total_cmp(&a.reason.fused_score)
-            .then_with(|| a.hit.id.cmp(&b.hit.id))
-    });
-    out
 }
 
 /// Parses a comma-separated mode list ("dense,bm25").
