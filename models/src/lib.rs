@@ -5,14 +5,17 @@
 //! - [`record`]: what is stored per point (document chunks, conversation messages, documents).
 //! - [`pack`]: the MemoryPack and the `agent-turn-v1` envelope returned by recall.
 //! - [`error`]: the error classification every crate maps its errors onto.
+//! - [`failpoint`]: named crash points for the crash-consistency tests.
 
 pub mod error;
+pub mod failpoint;
 pub mod ids;
 pub mod pack;
 pub mod record;
 pub mod scope;
 
 pub use error::{ErrorKind, ModelError};
+pub use failpoint::failpoint;
 pub use pack::{
     Citation, Conflict, ConflictSide, Coverage, MemoryPack, SelectedNode, SelectionReason,
     TurnEnvelope, TurnMode, CONTRACT_VERSION,
