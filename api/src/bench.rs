@@ -158,8 +158,8 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 
 fn open_store(dir: &Path, dim: usize) -> Result<Arc<dyn MemoryStore>> {
     Ok(Arc::new(EdgeStore::open(&StoreConfig {
-        data_dir: dir.to_path_buf(),
-        dim,
+        sync: cairn_store::SyncPolicy::from_env()?,
+        ..StoreConfig::new(dir, dim)
     })?))
 }
 

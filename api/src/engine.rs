@@ -25,7 +25,11 @@ pub struct Engine {
     /// Serializes turn completions, so concurrent identical completions store one turn.
     pub turn_lock: Mutex<()>,
     /// Serializes candidate proposals, decisions and forgetting, so a decision never races
-    /// the removal of its evidence. Lock order: `turn_lock` before `review_lock`.
+    /// the removal of its evidence.
+    ///
+    /// Lock order, everywhere: `turn_lock`, then `review_lock`, then the ingest commit lock
+    /// (`Ingestor::lock_commits`, taken by forgetting a document). An ingest takes only the
+    /// commit lock, and turn completion only `turn_lock` (then the ingestor's message lock).
     pub review_lock: Mutex<()>,
     /// What `prepare` selected per (scope, turn id), for `complete`'s REFERS_TO links. Kept in
     /// memory only (prepare persists nothing) and bounded.
@@ -123,8 +127,8 @@ impl Engine {
         })?;
         let embedder = Embedder::open(embed, Some(&data_dir.join("embed-cache")))?;
         let store: Arc<dyn MemoryStore> = Arc::new(EdgeStore::open(&StoreConfig {
-            data_dir: data_dir.to_path_buf(),
-            dim: embedder.spec().dim,
+            sync: cairn_store::SyncPolicy::from_env()?,
+            ..StoreConfig::new(data_dir, embedder.spec().dim)
         })?);
         let ingest = ingest.unwrap_or_else(|| IngestConfig::for_model(embedder.spec().max_tokens));
         let ingestor = Arc::new(Ingestor::new(Arc::clone(&store), embedder.clone(), ingest)?);

@@ -66,6 +66,9 @@ pub struct EmbedConfig {
     /// `model_dir` (env `CAIRN_HUB_MODEL`, e.g. `BAAI/bge-small-en-v1.5`; needs the `hub`
     /// feature and internet access). Downloads are cached under `<model_dir>/hub`.
     pub hub_model: Option<String>,
+    /// Most vectors the on-disk embedding cache keeps (env `CAIRN_EMBED_CACHE_MAX`; least
+    /// recently used evicted first).
+    pub cache_max_entries: usize,
 }
 
 impl EmbedConfig {
@@ -99,6 +102,11 @@ impl EmbedConfig {
             hub_model: std::env::var("CAIRN_HUB_MODEL")
                 .ok()
                 .filter(|v| !v.is_empty()),
+            cache_max_entries: std::env::var("CAIRN_EMBED_CACHE_MAX")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .filter(|n: &usize| *n > 0)
+                .unwrap_or(crate::cache::DEFAULT_MAX_ENTRIES),
         }
     }
 }

@@ -221,6 +221,7 @@ impl Embedder {
             Some(dir) => Some(EmbeddingCache::open(
                 &dir.join(format!("{model_id}.bin")),
                 spec.dim,
+                config.cache_max_entries,
             )?),
             None => None,
         };
@@ -285,6 +286,21 @@ impl Embedder {
         v.pop().ok_or(EmbedError::WorkerStopped)
     }
 
+    /// Removes the cached vectors of these document texts (as given to
+    /// [`Embedder::embed_documents`]) from memory and disk: called when their text is
+    /// hard-forgotten. Returns how many were cached.
+    pub fn purge_documents(&self, texts: &[String]) -> Result<usize> {
+        let Some(cache) = &self.inner.cache else {
+            return Ok(0);
+        };
+        let prefix = &self.inner.spec.document_prefix;
+        let keys: Vec<CacheKey> = texts
+            .iter()
+            .map(|t| EmbeddingCache::key(&self.inner.model_id, &format!("{prefix}{t}")))
+            .collect();
+        cache.purge(&keys)
+    }
+
     /// Blocking variant of [`Embedder::embed_documents`], for code already off the runtime.
     pub fn embed_documents_blocking(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>> {
         let prefixed = prefix_all(&self.inner.spec.document_prefix, texts);
@@ -296,15 +312,21 @@ impl Embedder {
         self.submit_misses(texts, query)?.wait().await
     }
 
-    /// Looks every text up in the cache and sends only the misses to the worker.
+    /// Looks every text up in the cache and sends only the misses to the worker. Queries
+    /// bypass the cache: their vectors are never persisted.
     fn submit_misses(&self, texts: Vec<String>, query: bool) -> Result<Pending<'_>> {
+        let cache = if query {
+            None
+        } else {
+            self.inner.cache.as_ref()
+        };
         let n = texts.len();
         let mut out: Vec<Option<Vec<f32>>> = vec![None; n];
         let mut keys: Vec<CacheKey> = Vec::new();
         let mut miss_idx = Vec::new();
         let mut miss_texts = Vec::new();
         for (i, text) in texts.into_iter().enumerate() {
-            if let Some(cache) = &self.inner.cache {
+            if let Some(cache) = cache {
                 let key = EmbeddingCache::key(&self.inner.model_id, &text);
                 if let Some(v) = cache.get(&key) {
                     out[i] = Some(v);

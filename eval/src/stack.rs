@@ -123,10 +123,7 @@ impl Workspace {
             .prefix("cairn-eval-")
             .tempdir()
             .map_err(|e| EvalError::io(Path::new("temporary directory"), e))?;
-        let config = StoreConfig {
-            data_dir: dir.path().to_path_buf(),
-            dim: embedder.spec().dim,
-        };
+        let config = StoreConfig::new(dir.path(), embedder.spec().dim);
         let store: Arc<dyn MemoryStore> = Arc::new(
             tokio::task::spawn_blocking(move || EdgeStore::open(&config))
                 .await

@@ -16,13 +16,8 @@ use cairn_store::{EdgeStore, MemoryStore, StoreConfig};
 
 fn ingestor(dir: &std::path::Path) -> Arc<Ingestor> {
     let e = embedder();
-    let store: Arc<dyn MemoryStore> = Arc::new(
-        EdgeStore::open(&StoreConfig {
-            data_dir: dir.to_path_buf(),
-            dim: e.spec().dim,
-        })
-        .unwrap(),
-    );
+    let store: Arc<dyn MemoryStore> =
+        Arc::new(EdgeStore::open(&StoreConfig::new(dir, e.spec().dim)).unwrap());
     let mut config = IngestConfig::for_model(e.spec().max_tokens);
     config.chunk = ChunkSettings {
         max_tokens: 32,

@@ -21,13 +21,8 @@ struct Env {
 fn env() -> Env {
     let dir = tempfile::tempdir().unwrap();
     let e = embedder();
-    let store: Arc<dyn MemoryStore> = Arc::new(
-        EdgeStore::open(&StoreConfig {
-            data_dir: dir.path().to_path_buf(),
-            dim: e.spec().dim,
-        })
-        .unwrap(),
-    );
+    let store: Arc<dyn MemoryStore> =
+        Arc::new(EdgeStore::open(&StoreConfig::new(dir.path(), e.spec().dim)).unwrap());
     let ingestor = Arc::new(
         Ingestor::new(
             Arc::clone(&store),

@@ -1,13 +1,22 @@
 //! [`MemoryStore`] on the embedded engine (`qdrant-edge`): one shard in `<data_dir>/qdrant`.
 //!
 //! The edge shard is synchronous and has no background optimizer. Every call runs on tokio's
-//! blocking pool. Writes, flushes and optimization are serialized by one mutex: the shard's
-//! `flush` takes its WAL lock with `try_lock().expect(..)` and would panic if it raced an
-//! update. Reads run concurrently with everything.
+//! blocking pool. Locks:
+//! - `write` (mutex): one write at a time, so the journal's record order is the order the
+//!   shard applied them in (see [`crate::journal`]);
+//! - `gate` (read-write): writes and `optimize` share it, a checkpoint (`flush`) takes it
+//!   exclusively. The shard's `flush` takes its WAL lock and its segment holder with
+//!   `try_lock().expect(..)` and would panic if it raced an update or an optimizer's segment
+//!   swap; qdrant's optimizers themselves are built to run beside updates (proxy segments),
+//!   so a long index build no longer stops writes.
+//!
+//! Reads run concurrently with everything. Every write is journaled before it returns
+//! (durable per [`SyncPolicy`]) and the journal is replayed on open, because
+//! `EdgeShard::load` does not replay the shard's own WAL.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
 
 use cairn_models::{Partition, StoredPoint};
 use qdrant_edge::bm25_embed::{EdgeBm25, EdgeBm25Config};
@@ -22,6 +31,7 @@ use qdrant_edge::{
 };
 use uuid::Uuid;
 
+use crate::journal::{self, JPoint, Journal, Op, SyncPolicy};
 use crate::{
     Cond, Filter, Hit, MemoryStore, Result, SearchMode, SearchRequest, StoreError, UpsertPoint,
     Value, BM25, DENSE,
@@ -34,7 +44,23 @@ pub struct StoreConfig {
     pub data_dir: PathBuf,
     /// Dense vector dimension (the embedding model's).
     pub dim: usize,
+    /// When an acknowledged write reaches stable storage.
+    pub sync: SyncPolicy,
 }
+
+impl StoreConfig {
+    /// A configuration with the default durability (`fdatasync` per group commit).
+    pub fn new(data_dir: impl Into<PathBuf>, dim: usize) -> Self {
+        StoreConfig {
+            data_dir: data_dir.into(),
+            dim,
+            sync: SyncPolicy::default(),
+        }
+    }
+}
+
+/// The journal's file name inside the data directory.
+pub const JOURNAL_FILE: &str = "journal.log";
 
 /// Keyword payload fields with an index. `tenant` is marked `is_tenant` so a server lays
 /// out storage per tenant.
@@ -59,6 +85,8 @@ pub struct EdgeStore {
     shard: Arc<EdgeShard>,
     bm25: Arc<EdgeBm25>,
     write: Arc<Mutex<()>>,
+    gate: Arc<RwLock<()>>,
+    journal: Arc<Journal>,
     dim: usize,
     path: PathBuf,
 }
@@ -68,6 +96,7 @@ impl std::fmt::Debug for EdgeStore {
         f.debug_struct("EdgeStore")
             .field("path", &self.path)
             .field("dim", &self.dim)
+            .field("sync", &self.journal.policy())
             .finish()
     }
 }
@@ -128,13 +157,22 @@ impl EdgeStore {
             create_indexes(&shard)?;
             shard
         };
+        let bm25 = new_bm25()?;
+        let journal = open_journal(&config.data_dir, config.sync, &shard, &bm25)?;
         Ok(EdgeStore {
             shard: Arc::new(shard),
-            bm25: Arc::new(new_bm25()?),
+            bm25: Arc::new(bm25),
             write: Arc::new(Mutex::new(())),
+            gate: Arc::new(RwLock::new(())),
+            journal: Arc::new(journal),
             dim: config.dim,
             path,
         })
+    }
+
+    /// The durability policy in force.
+    pub fn sync_policy(&self) -> SyncPolicy {
+        self.journal.policy()
     }
 
     /// Runs a read on the blocking pool.
@@ -150,22 +188,110 @@ impl EdgeStore {
             .map_err(|e| StoreError::Engine(format!("storage task failed: {e}")))?
     }
 
-    /// Runs a write on the blocking pool, holding the write lock.
-    async fn write<T, F>(&self, f: F) -> Result<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&EdgeShard, &EdgeBm25) -> Result<T> + Send + 'static,
-    {
+    /// Applies one operation on the blocking pool: encode, then under the write lock apply
+    /// it to the shard and append it to the journal (so both see the same order), then wait
+    /// for the journal to be durable. Checkpoints when the journal has grown large.
+    async fn apply(&self, op: Op) -> Result<()> {
         let shard = Arc::clone(&self.shard);
         let bm25 = Arc::clone(&self.bm25);
         let lock = Arc::clone(&self.write);
+        let gate = Arc::clone(&self.gate);
+        let journal = Arc::clone(&self.journal);
         tokio::task::spawn_blocking(move || {
-            let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
-            f(&shard, &bm25)
+            let record = journal::encode(&op)?;
+            let seq = {
+                let _gate = gate.read().unwrap_or_else(|p| p.into_inner());
+                let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+                // Applied first: a record in the journal is one the shard accepted, so a
+                // replay never meets an operation that fails.
+                apply_op(&shard, &bm25, op)?;
+                cairn_models::failpoint("store.after_apply");
+                journal.append_encoded(&record)?
+            };
+            journal.sync(seq)?;
+            cairn_models::failpoint("store.after_sync");
+            if journal.len() >= journal::CHECKPOINT_BYTES {
+                checkpoint(&shard, &gate, &journal)?;
+            }
+            Ok(())
         })
         .await
         .map_err(|e| StoreError::Engine(format!("storage task failed: {e}")))?
     }
+}
+
+/// Flushes the shard with every writer and optimizer stopped, then empties the journal.
+fn checkpoint(shard: &EdgeShard, gate: &RwLock<()>, journal: &Journal) -> Result<()> {
+    let _gate = gate.write().unwrap_or_else(|p| p.into_inner());
+    shard.flush();
+    cairn_models::failpoint("store.checkpoint.after_flush");
+    journal.truncate()
+}
+
+/// Opens the journal next to the shard and replays it: the shard's own WAL is not replayed
+/// by `EdgeShard::load`, so everything written since the last checkpoint is re-applied,
+/// flushed, and the journal emptied.
+fn open_journal(
+    data_dir: &Path,
+    policy: SyncPolicy,
+    shard: &EdgeShard,
+    bm25: &EdgeBm25,
+) -> Result<Journal> {
+    let (journal, replay) = Journal::open(&data_dir.join(JOURNAL_FILE), policy)?;
+    if replay.dropped_tail > 0 {
+        tracing::warn!(
+            bytes = replay.dropped_tail,
+            "journal: cut a torn tail (a write interrupted before it was acknowledged)"
+        );
+    }
+    if !replay.ops.is_empty() {
+        let n = replay.ops.len();
+        let started = std::time::Instant::now();
+        for op in replay.ops {
+            apply_op(shard, bm25, op)?;
+        }
+        shard.flush();
+        journal.truncate()?;
+        tracing::info!(
+            records = n,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "journal replayed into the store"
+        );
+    }
+    Ok(journal)
+}
+
+/// Applies a journaled operation to the shard.
+fn apply_op(shard: &EdgeShard, bm25: &EdgeBm25, op: Op) -> Result<()> {
+    let operation = match op {
+        Op::Upsert { points } => {
+            let mut structs = Vec::with_capacity(points.len());
+            for p in points {
+                let mut named: Vec<(String, qdrant_edge::Vector)> = Vec::new();
+                if let Some(d) = p.dense {
+                    named.push((DENSE.to_string(), d.into()));
+                }
+                if let Some(text) = &p.bm25_text {
+                    named.push((BM25.to_string(), bm25.embed_document(text).into()));
+                }
+                let payload = serde_json::to_value(&p.payload).map_err(engine)?;
+                structs.push(
+                    PointStruct::new(PointId::Uuid(p.id), Vectors::new_named(named), payload)
+                        .into(),
+                );
+            }
+            PointOperations::UpsertPoints(PointInsertOperations::PointsList(structs))
+        }
+        Op::DeleteIds { ids } => PointOperations::DeletePoints {
+            ids: ids.into_iter().map(PointId::Uuid).collect(),
+        },
+        Op::DeleteWhere { partition, filter } => {
+            PointOperations::DeletePointsByFilter(to_qdrant(&filter, &partition)?)
+        }
+    };
+    shard
+        .update(UpdateOperation::PointOperation(operation))
+        .map_err(engine)
 }
 
 fn create_indexes(shard: &EdgeShard) -> Result<()> {
@@ -317,27 +443,16 @@ impl MemoryStore for EdgeStore {
                 }
             }
         }
-        self.write(move |shard, bm25| {
-            let mut structs = Vec::with_capacity(points.len());
-            for p in points {
-                let mut named: Vec<(String, qdrant_edge::Vector)> = Vec::new();
-                if let Some(d) = p.dense {
-                    named.push((DENSE.to_string(), d.into()));
-                }
-                if let Some(text) = &p.bm25_text {
-                    named.push((BM25.to_string(), bm25.embed_document(text).into()));
-                }
-                let payload = serde_json::to_value(&p.payload).map_err(engine)?;
-                structs.push(
-                    PointStruct::new(PointId::Uuid(p.id), Vectors::new_named(named), payload)
-                        .into(),
-                );
-            }
-            shard
-                .update(UpdateOperation::PointOperation(
-                    PointOperations::UpsertPoints(PointInsertOperations::PointsList(structs)),
-                ))
-                .map_err(engine)
+        self.apply(Op::Upsert {
+            points: points
+                .into_iter()
+                .map(|p| JPoint {
+                    id: p.id,
+                    dense: p.dense,
+                    bm25_text: p.bm25_text,
+                    payload: p.payload,
+                })
+                .collect(),
         })
         .await
     }
@@ -347,31 +462,24 @@ impl MemoryStore for EdgeStore {
             return Ok(());
         }
         // Delete only what is inside the partition: a foreign id is silently skipped.
-        let mut keep = Vec::new();
-        for hit in self.retrieve(partition, &ids, false).await? {
-            keep.push(PointId::Uuid(hit.id));
-        }
+        let keep: Vec<Uuid> = self
+            .retrieve(partition, &ids, false)
+            .await?
+            .into_iter()
+            .map(|h| h.id)
+            .collect();
         if keep.is_empty() {
             return Ok(());
         }
-        self.write(move |shard, _| {
-            shard
-                .update(UpdateOperation::PointOperation(
-                    PointOperations::DeletePoints { ids: keep },
-                ))
-                .map_err(engine)
-        })
-        .await
+        self.apply(Op::DeleteIds { ids: keep }).await
     }
 
     async fn delete_where(&self, partition: &Partition, filter: Filter) -> Result<()> {
-        let f = to_qdrant(&filter, partition)?;
-        self.write(move |shard, _| {
-            shard
-                .update(UpdateOperation::PointOperation(
-                    PointOperations::DeletePointsByFilter(f),
-                ))
-                .map_err(engine)
+        // Checked here so a bad filter is an error, never a journal record.
+        to_qdrant(&filter, partition)?;
+        self.apply(Op::DeleteWhere {
+            partition: partition.clone(),
+            filter,
         })
         .await
     }
@@ -557,15 +665,24 @@ impl MemoryStore for EdgeStore {
     }
 
     async fn optimize(&self) -> Result<bool> {
-        self.write(|shard, _| shard.optimize().map_err(engine))
-            .await
+        // Shares the gate with writes (they go on during an index build); only a checkpoint
+        // waits for it.
+        let shard = Arc::clone(&self.shard);
+        let gate = Arc::clone(&self.gate);
+        tokio::task::spawn_blocking(move || {
+            let _gate = gate.read().unwrap_or_else(|p| p.into_inner());
+            shard.optimize().map_err(engine)
+        })
+        .await
+        .map_err(|e| StoreError::Engine(format!("storage task failed: {e}")))?
     }
 
     async fn flush(&self) -> Result<()> {
-        self.write(|shard, _| {
-            shard.flush();
-            Ok(())
-        })
-        .await
+        let shard = Arc::clone(&self.shard);
+        let gate = Arc::clone(&self.gate);
+        let journal = Arc::clone(&self.journal);
+        tokio::task::spawn_blocking(move || checkpoint(&shard, &gate, &journal))
+            .await
+            .map_err(|e| StoreError::Engine(format!("storage task failed: {e}")))?
     }
 }

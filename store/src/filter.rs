@@ -1,9 +1,10 @@
 //! Cairn's filter language over payload fields, translated to Qdrant filters by each adapter.
 
 use cairn_models::Partition;
+use serde::{Deserialize, Serialize};
 
 /// A payload value.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Value {
     Str(String),
     Int(i64),
@@ -27,7 +28,7 @@ impl From<i64> for Value {
 }
 
 /// One condition on a payload field.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Cond {
     /// `field == value`
     Eq(String, Value),
@@ -44,7 +45,7 @@ pub enum Cond {
 }
 
 /// A conjunction of conditions.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Filter {
     pub must: Vec<Cond>,
 }

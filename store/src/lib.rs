@@ -14,9 +14,11 @@
 
 mod edge;
 mod filter;
+pub mod journal;
 
-pub use edge::{EdgeStore, StoreConfig};
+pub use edge::{EdgeStore, StoreConfig, JOURNAL_FILE};
 pub use filter::{Cond, Filter, Value};
+pub use journal::SyncPolicy;
 
 use cairn_models::{ErrorKind, Partition, StoredPoint};
 use uuid::Uuid;
@@ -120,8 +122,9 @@ pub struct SearchRequest {
 /// Storage for Cairn's points. See the crate docs for the contract.
 #[async_trait::async_trait]
 pub trait MemoryStore: Send + Sync + std::fmt::Debug {
-    /// Writes points; returns once they are durable in the write-ahead log and visible to
-    /// reads (read-your-writes).
+    /// Writes points; returns once they are durable (per the store's sync policy: they
+    /// survive `kill -9`, and with `fdatasync` a power cut) and visible to reads
+    /// (read-your-writes). The same holds for both deletes.
     async fn upsert(&self, points: Vec<UpsertPoint>) -> Result<()>;
     /// Deletes points by id, only those inside `partition`.
     async fn delete_ids(&self, partition: &Partition, ids: Vec<Uuid>) -> Result<()>;
@@ -149,6 +152,6 @@ pub trait MemoryStore: Send + Sync + std::fmt::Debug {
     async fn count_all(&self) -> Result<usize>;
     /// Builds vector indexes and merges segments. Heavy: run off the request path.
     async fn optimize(&self) -> Result<bool>;
-    /// Flushes everything to disk.
+    /// Flushes everything to disk (a checkpoint: the embedded store empties its journal).
     async fn flush(&self) -> Result<()>;
 }

@@ -1,0 +1,379 @@
+//! Cairn's own write-ahead journal in front of the embedded shard.
+//!
+//! Why it exists: `qdrant-edge` 0.7.2 writes every update to its WAL but `EdgeShard::load`
+//! never replays that WAL, so anything applied after the last `flush()` is lost when the
+//! process dies (a tester lost every acknowledged write to `kill -9`). Flushing the shard
+//! after every write would fix it at the price of rewriting segment files per request.
+//! Instead every store write is appended here as a self-contained record (point ids,
+//! vectors, BM25 text, payload; or the ids / filter of a delete) before the call returns,
+//! and replayed into the shard on open.
+//!
+//! Ordering: the edge store appends under the same mutex that applies the operation to the
+//! shard, so the journal's order is the shard's order. Replaying the whole journal, in
+//! order, over whatever subset of it the segments happened to persist ends in the same
+//! state: upserts overwrite whole points and deletes are idempotent, and every point whose
+//! persisted state is "ahead" is touched again by a later record.
+//!
+//! Durability ([`SyncPolicy`]): with `Always` (the default) a write returns only after
+//! `fdatasync` covered its record, so it survives power loss; concurrent writers share one
+//! `fdatasync` (group commit: whoever syncs covers every record appended before it
+//! started). With `Os` the record is in the kernel's page cache when the write returns: it
+//! survives `kill -9` of the process, not a power cut or kernel crash.
+//!
+//! Checkpoints: once the journal passes [`CHECKPOINT_BYTES`] (and on every explicit
+//! `flush`), the store flushes the shard's segments with the writers stopped and empties
+//! the journal. A crash between the two only means some records are replayed twice.
+//!
+//! Record format: `len: u32 LE | crc32(body): u32 LE | body` where body is the JSON of a
+//! [`Op`]. A torn or corrupt tail (the crash happened mid-append; that write was never
+//! acknowledged) ends the replay and is cut off.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use cairn_models::{Partition, StoredPoint};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::{Filter, Result, StoreError};
+
+/// Journal size after which the store checkpoints (flushes the shard, empties the journal).
+pub const CHECKPOINT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Largest record accepted on replay (a larger length field means a corrupt tail).
+const MAX_RECORD: u32 = 512 * 1024 * 1024;
+
+/// When an acknowledged write is on stable storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncPolicy {
+    /// `fdatasync` before a write returns (group-committed): survives power loss.
+    #[default]
+    Always,
+    /// Written to the OS before a write returns: survives the process being killed, not a
+    /// power cut or a kernel crash.
+    Os,
+}
+
+impl SyncPolicy {
+    /// `always` or `os`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "always" | "fsync" => Some(SyncPolicy::Always),
+            "os" | "none" => Some(SyncPolicy::Os),
+            _ => None,
+        }
+    }
+
+    /// `CAIRN_SYNC` (`always` or `os`), default `always`. An unknown value is an error
+    /// rather than a silent downgrade of durability.
+    pub fn from_env() -> Result<Self> {
+        match std::env::var("CAIRN_SYNC") {
+            Ok(v) => SyncPolicy::parse(&v).ok_or_else(|| {
+                StoreError::Invalid(format!("CAIRN_SYNC={v:?}: expected `always` or `os`"))
+            }),
+            Err(_) => Ok(SyncPolicy::default()),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyncPolicy::Always => "always",
+            SyncPolicy::Os => "os",
+        }
+    }
+}
+
+/// A journaled point: everything needed to upsert it again.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct JPoint {
+    pub id: Uuid,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dense: Option<Vec<f32>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bm25_text: Option<String>,
+    pub payload: StoredPoint,
+}
+
+/// One journaled store operation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub(crate) enum Op {
+    Upsert {
+        points: Vec<JPoint>,
+    },
+    DeleteIds {
+        ids: Vec<Uuid>,
+    },
+    DeleteWhere {
+        partition: Partition,
+        filter: Filter,
+    },
+}
+
+/// The journal file and its group-commit state.
+#[derive(Debug)]
+pub(crate) struct Journal {
+    path: PathBuf,
+    policy: SyncPolicy,
+    /// Appends (the caller also holds the store's write mutex, which fixes the order).
+    file: Mutex<File>,
+    /// A second handle for `fdatasync`, so syncing never waits for an append in progress.
+    sync_file: File,
+    /// Number of the last record appended.
+    appended: AtomicU64,
+    /// Number of the last record known to be on stable storage. Its mutex is the group
+    /// commit: one writer syncs, the others wait and usually find their record covered.
+    synced: Mutex<u64>,
+    bytes: AtomicU64,
+}
+
+/// What replaying found.
+#[derive(Debug, Default)]
+pub(crate) struct Replay {
+    pub ops: Vec<Op>,
+    /// Bytes of a torn or corrupt tail that were cut off.
+    pub dropped_tail: u64,
+}
+
+fn io(path: &Path, e: std::io::Error) -> StoreError {
+    StoreError::Unavailable(format!("journal {}: {e}", path.display()))
+}
+
+impl Journal {
+    /// Opens (or creates) the journal and reads every intact record in it.
+    pub fn open(path: &Path, policy: SyncPolicy) -> Result<(Self, Replay)> {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(|e| io(path, e))?;
+        let mut data = Vec::new();
+        file.seek(SeekFrom::Start(0)).map_err(|e| io(path, e))?;
+        file.read_to_end(&mut data).map_err(|e| io(path, e))?;
+        let (ops, good) = decode_all(&data);
+        let dropped_tail = (data.len() - good) as u64;
+        if dropped_tail > 0 {
+            // Cut the torn tail so new records follow the last intact one.
+            file.set_len(good as u64).map_err(|e| io(path, e))?;
+            file.sync_all().map_err(|e| io(path, e))?;
+        }
+        let sync_file = file.try_clone().map_err(|e| io(path, e))?;
+        Ok((
+            Journal {
+                path: path.to_path_buf(),
+                policy,
+                file: Mutex::new(file),
+                sync_file,
+                appended: AtomicU64::new(0),
+                synced: Mutex::new(0),
+                bytes: AtomicU64::new(good as u64),
+            },
+            Replay { ops, dropped_tail },
+        ))
+    }
+
+    pub fn policy(&self) -> SyncPolicy {
+        self.policy
+    }
+
+    /// Current size in bytes.
+    pub fn len(&self) -> u64 {
+        self.bytes.load(Ordering::Acquire)
+    }
+
+    /// Appends one record; returns its number for [`Journal::sync`]. The caller holds the
+    /// store's write mutex.
+    #[cfg(test)]
+    pub fn append(&self, op: &Op) -> Result<u64> {
+        self.append_encoded(&encode(op)?)
+    }
+
+    /// Appends a record made by [`encode`] (encoding is done before taking the store's
+    /// write mutex, to keep it short).
+    pub fn append_encoded(&self, record: &[u8]) -> Result<u64> {
+        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = file.write_all(record) {
+            // A partial record would hide every later one from replay: cut it off.
+            let good = self.bytes.load(Ordering::Acquire);
+            let _ = file.set_len(good);
+            return Err(io(&self.path, e));
+        }
+        self.bytes.fetch_add(record.len() as u64, Ordering::AcqRel);
+        Ok(self.appended.fetch_add(1, Ordering::AcqRel) + 1)
+    }
+
+    /// Returns once record `seq` is as durable as the policy promises.
+    pub fn sync(&self, seq: u64) -> Result<()> {
+        if self.policy == SyncPolicy::Os {
+            return Ok(());
+        }
+        let mut synced = self.synced.lock().unwrap_or_else(|p| p.into_inner());
+        if *synced >= seq {
+            return Ok(());
+        }
+        // Everything appended before this point is covered by this one fdatasync.
+        let target = self.appended.load(Ordering::Acquire);
+        self.sync_file.sync_data().map_err(|e| io(&self.path, e))?;
+        *synced = target;
+        Ok(())
+    }
+
+    /// Empties the journal. Only call after the shard has flushed everything the journal
+    /// holds, with writers stopped.
+    pub fn truncate(&self) -> Result<()> {
+        let file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        file.set_len(0).map_err(|e| io(&self.path, e))?;
+        file.sync_all().map_err(|e| io(&self.path, e))?;
+        self.bytes.store(0, Ordering::Release);
+        let appended = self.appended.load(Ordering::Acquire);
+        let mut synced = self.synced.lock().unwrap_or_else(|p| p.into_inner());
+        *synced = (*synced).max(appended);
+        Ok(())
+    }
+}
+
+/// A record: length, checksum and the JSON of `op`.
+pub(crate) fn encode(op: &Op) -> Result<Vec<u8>> {
+    let body = serde_json::to_vec(op).map_err(|e| StoreError::Engine(e.to_string()))?;
+    let len = u32::try_from(body.len())
+        .ok()
+        .filter(|&l| l <= MAX_RECORD)
+        .ok_or_else(|| StoreError::Invalid(format!("write of {} bytes", body.len())))?;
+    let mut out = Vec::with_capacity(body.len() + 8);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+/// Decodes records from the start; returns them and the length of the intact prefix.
+fn decode_all(data: &[u8]) -> (Vec<Op>, usize) {
+    let mut ops = Vec::new();
+    let mut at = 0usize;
+    while data.len() - at >= 8 {
+        let word = |i: usize| u32::from_le_bytes([data[i], data[i + 1], data[i + 2], data[i + 3]]);
+        let len = word(at);
+        let crc = word(at + 4);
+        if len > MAX_RECORD || data.len() - at - 8 < len as usize {
+            break;
+        }
+        let body = &data[at + 8..at + 8 + len as usize];
+        if crc32fast::hash(body) != crc {
+            break;
+        }
+        match serde_json::from_slice::<Op>(body) {
+            Ok(op) => ops.push(op),
+            Err(_) => break,
+        }
+        at += 8 + len as usize;
+    }
+    (ops, at)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use cairn_models::{PointKind, Scope, TrustOrigin};
+
+    fn op(i: u128) -> Op {
+        let scope = Scope::new("t", "u", "n", "a", "s").unwrap();
+        let mut p = StoredPoint::new(PointKind::Chunk, &scope, TrustOrigin::Document, 1);
+        p.text = Some(format!("text {i}"));
+        Op::Upsert {
+            points: vec![JPoint {
+                id: Uuid::from_u128(i),
+                dense: Some(vec![0.25, -1.5e-7, 3.0]),
+                bm25_text: Some("bm25".into()),
+                payload: p,
+            }],
+        }
+    }
+
+    fn ids(ops: &[Op]) -> Vec<Uuid> {
+        ops.iter()
+            .flat_map(|o| match o {
+                Op::Upsert { points } => points.iter().map(|p| p.id).collect(),
+                Op::DeleteIds { ids } => ids.clone(),
+                Op::DeleteWhere { .. } => vec![],
+            })
+            .collect()
+    }
+
+    #[test]
+    fn records_round_trip_and_a_torn_tail_is_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal");
+        {
+            let (j, replay) = Journal::open(&path, SyncPolicy::Always).unwrap();
+            assert!(replay.ops.is_empty());
+            for i in 0..3 {
+                let seq = j.append(&op(i)).unwrap();
+                j.sync(seq).unwrap();
+            }
+        }
+        // A crash mid-append: half a record at the end.
+        let full = std::fs::read(&path).unwrap();
+        let mut torn = full.clone();
+        torn.extend_from_slice(&encode(&op(9)).unwrap()[..20]);
+        std::fs::write(&path, &torn).unwrap();
+        let (j, replay) = Journal::open(&path, SyncPolicy::Os).unwrap();
+        assert_eq!(
+            ids(&replay.ops),
+            (0..3).map(Uuid::from_u128).collect::<Vec<_>>()
+        );
+        assert_eq!(replay.dropped_tail, 20);
+        assert_eq!(std::fs::read(&path).unwrap(), full, "the tail is cut off");
+        // Vectors survive bit for bit.
+        if let Op::Upsert { points } = &replay.ops[0] {
+            assert_eq!(points[0].dense.as_deref(), Some(&[0.25, -1.5e-7, 3.0][..]));
+        }
+        // New records follow the intact prefix.
+        j.append(&op(4)).unwrap();
+        drop(j);
+        let (_, replay) = Journal::open(&path, SyncPolicy::Os).unwrap();
+        assert_eq!(replay.ops.len(), 4);
+    }
+
+    #[test]
+    fn a_corrupt_record_ends_the_replay() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal");
+        let (j, _) = Journal::open(&path, SyncPolicy::Os).unwrap();
+        j.append(&op(1)).unwrap();
+        let first = j.len() as usize;
+        j.append(&op(2)).unwrap();
+        drop(j);
+        let mut data = std::fs::read(&path).unwrap();
+        data[first + 12] ^= 0xff;
+        std::fs::write(&path, &data).unwrap();
+        let (_, replay) = Journal::open(&path, SyncPolicy::Os).unwrap();
+        assert_eq!(ids(&replay.ops), vec![Uuid::from_u128(1)]);
+    }
+
+    #[test]
+    fn truncate_empties_and_group_commit_covers_earlier_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal");
+        let (j, _) = Journal::open(&path, SyncPolicy::Always).unwrap();
+        let a = j.append(&op(1)).unwrap();
+        let b = j.append(&op(2)).unwrap();
+        j.sync(b).unwrap();
+        // Record a was covered by b's sync.
+        assert!(*j.synced.lock().unwrap() >= a);
+        j.truncate().unwrap();
+        assert_eq!(j.len(), 0);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+    }
+
+    #[test]
+    fn policy_parses() {
+        assert_eq!(SyncPolicy::parse("ALWAYS"), Some(SyncPolicy::Always));
+        assert_eq!(SyncPolicy::parse("os"), Some(SyncPolicy::Os));
+        assert_eq!(SyncPolicy::parse("sometimes"), None);
+    }
+}
