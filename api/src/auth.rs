@@ -146,6 +146,74 @@ impl Auth {
     pub fn check_scope(&self, headers: &HeaderMap, scope: &Scope) -> Result<(), ApiError> {
         self.check(headers, &scope.tenant, &scope.user)
     }
+
+    /// Without keys, the only protection is that the server listens on loopback. A browser
+    /// defeats that: any web page can send a form post to `127.0.0.1`, and DNS rebinding
+    /// points an attacker's name at it. So in key-less mode a request must name a loopback
+    /// `Host` (`localhost`, `127.0.0.1`, `[::1]`, any port; checked on the `Host` header,
+    /// else the URI's authority) and, when it has an `Origin` (browsers send it on posts),
+    /// a loopback origin. A request without either (a local tool speaking HTTP/1.0, an
+    /// in-process call) is not a browser's and passes. With keys configured the keys
+    /// protect every route and this check is off, so reverse proxies keep working.
+    pub fn check_origin(&self, headers: &HeaderMap, uri: &axum::http::Uri) -> Result<(), ApiError> {
+        if self.enabled() {
+            return Ok(());
+        }
+        let host = match headers.get(axum::http::header::HOST) {
+            Some(v) => Some(v.to_str().unwrap_or("").to_string()),
+            None => uri.authority().map(|a| a.as_str().to_string()),
+        };
+        if let Some(host) = host {
+            if !is_loopback_host(&host) {
+                return Err(ApiError::ForbiddenOrigin(format!(
+                    "host {host:?} is not a loopback name and the server has no API keys"
+                )));
+            }
+        }
+        if let Some(origin) = headers.get(axum::http::header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or("");
+            let ok = origin
+                .strip_prefix("http://")
+                .or_else(|| origin.strip_prefix("https://"))
+                .is_some_and(is_loopback_host);
+            if !ok {
+                return Err(ApiError::ForbiddenOrigin(format!(
+                    "origin {origin:?} is not a loopback origin and the server has no API keys"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `localhost`, a 127.0.0.0/8 address or `[::1]`, with an optional port.
+fn is_loopback_host(host: &str) -> bool {
+    let port_ok = |p: &str| p.is_empty() || (p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
+    if let Some(rest) = host.strip_prefix('[') {
+        let Some((ip, tail)) = rest.split_once(']') else {
+            return false;
+        };
+        let port = match tail.strip_prefix(':') {
+            Some(p) if !p.is_empty() => p,
+            Some(_) => return false,
+            None if tail.is_empty() => "",
+            None => return false,
+        };
+        return port_ok(port)
+            && ip
+                .parse::<std::net::Ipv6Addr>()
+                .is_ok_and(|a| a.is_loopback());
+    }
+    let (name, port) = match host.rsplit_once(':') {
+        Some((n, p)) if !p.is_empty() => (n, p),
+        Some(_) => return false,
+        None => (host, ""),
+    };
+    port_ok(port)
+        && (name.eq_ignore_ascii_case("localhost")
+            || name
+                .parse::<std::net::Ipv4Addr>()
+                .is_ok_and(|a| a.is_loopback()))
 }
 
 #[cfg(test)]
@@ -190,5 +258,32 @@ mod tests {
         assert!(auth.check_scope(&headers, &scope).is_ok());
         assert!(Auth::parse(&format!("{h}:acme::admin")).is_err());
         assert!(!Auth::parse("").unwrap().enabled());
+    }
+
+    #[test]
+    fn loopback_hosts() {
+        for ok in [
+            "localhost",
+            "LOCALHOST:7878",
+            "127.0.0.1",
+            "127.0.0.1:80",
+            "[::1]",
+            "[::1]:7878",
+        ] {
+            assert!(is_loopback_host(ok), "{ok}");
+        }
+        for bad in [
+            "evil.com",
+            "localhost.evil.com",
+            "127.0.0.1.evil.com",
+            "10.0.0.1:7878",
+            "[::2]",
+            "[::1]x",
+            "localhost:",
+            "localhost:abc",
+            "",
+        ] {
+            assert!(!is_loopback_host(bad), "{bad}");
+        }
     }
 }

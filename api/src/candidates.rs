@@ -15,6 +15,7 @@
 //! the same record (the first proposal's confidence and metadata are kept).
 
 use cairn_ingest::Timestamp;
+use cairn_models::failpoint;
 use cairn_models::ids::{normalize_content, sha256_hex};
 use cairn_models::scope::validate_component;
 use cairn_models::{Partition, PointKind, Scope, StoredPoint, TrustOrigin};
@@ -584,6 +585,20 @@ pub(crate) async fn write_memory(engine: &Engine, stored: &Stored) -> Result<(),
     Ok(())
 }
 
+/// Whether the searchable memory point of a candidate is stored.
+async fn memory_stored(engine: &Engine, stored: &Stored) -> Result<bool, ApiError> {
+    let partition = partition_of(&stored.point);
+    Ok(!engine
+        .store
+        .retrieve(
+            &partition,
+            &[record_point_id("memory", &partition, &stored.id())],
+            false,
+        )
+        .await?
+        .is_empty())
+}
+
 /// Removes the searchable memory point of a candidate (if any).
 pub(crate) async fn remove_memory(engine: &Engine, stored: &Stored) -> Result<(), ApiError> {
     let partition = partition_of(&stored.point);
@@ -670,7 +685,14 @@ pub async fn decide(
         CandidateStatus::Rejected
     };
     match stored.state.status {
-        s if s == wanted => return Ok(stored.view()),
+        s if s == wanted => {
+            // Idempotent, and a repair: the status is written before the memory, so a crash
+            // in between leaves "approved" without its memory point; write it now.
+            if approve && !memory_stored(engine, &stored).await? {
+                write_memory(engine, &stored).await?;
+            }
+            return Ok(stored.view());
+        }
         CandidateStatus::Pending => {}
         other => {
             return Err(ApiError::Conflict(format!(
@@ -680,6 +702,7 @@ pub async fn decide(
             )));
         }
     }
+    let before = stored.clone();
     stored.state.status = wanted;
     stored.state.decided_at = Some(chrono::Utc::now().timestamp_millis());
     stored.state.note = note;
@@ -692,12 +715,25 @@ pub async fn decide(
                 missing.join(", ")
             )));
         }
-        // The memory is written before the status flips: "approved" is reported only once
-        // the memory is stored.
-        write_memory(engine, &stored).await?;
+        // The status record first, then the memory: a crash in between leaves an approved
+        // candidate without a memory point, which approving again repairs (above). The other
+        // order could leave a searchable memory of a candidate still pending, which nothing
+        // finds to clean up.
+        save(engine, &stored).await?;
+        failpoint("approve.after_status");
+        if let Err(e) = write_memory(engine, &stored).await {
+            // "approved" is not reported before the memory is stored: put the decision back
+            // (best effort; if this fails too, approving again repairs it).
+            if let Err(undo) = save(engine, &before).await {
+                tracing::warn!(
+                    "candidate {id}: approval not undone after a failed memory write: {undo}"
+                );
+            }
+            return Err(e);
+        }
     } else {
+        save(engine, &stored).await?;
         remove_memory(engine, &stored).await?;
     }
-    save(engine, &stored).await?;
     Ok(stored.view())
 }

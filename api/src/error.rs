@@ -22,6 +22,10 @@ pub enum ApiError {
     ScopeForbidden,
     #[error("{0}")]
     Forbidden(String),
+    /// Key-less (loopback) mode and a non-loopback `Host` or `Origin`: a web page or a DNS
+    /// rebinding attempt, not a local client.
+    #[error("{0}")]
+    ForbiddenOrigin(String),
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -30,6 +34,11 @@ pub enum ApiError {
     Conflict(String),
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// A list over its item limit (the message names it).
+    #[error("{0}")]
+    TooManyItems(String),
+    #[error("{0}")]
+    MethodNotAllowed(String),
     #[error("{0}")]
     UnsupportedMediaType(String),
     #[error("{0}")]
@@ -40,11 +49,33 @@ pub enum ApiError {
     EvidenceNotFound(String),
     #[error("{0}")]
     Unavailable(String),
-    #[error("the request took too long")]
+    #[error("the request took too long; the server stopped waiting")]
     Timeout,
     #[error("{0}")]
     Internal(String),
 }
+
+/// Every stable error code, in the order of [`ApiError::parts`] (README "Error codes").
+pub const CODES: &[&str] = &[
+    "invalid_request",
+    "unauthorized",
+    "scope_forbidden",
+    "forbidden",
+    "forbidden_origin",
+    "not_found",
+    "method_not_allowed",
+    "turn_conflict",
+    "conflict",
+    "payload_too_large",
+    "too_many_items",
+    "unsupported_media_type",
+    "extraction_failed",
+    "empty_document",
+    "evidence_not_found",
+    "unavailable",
+    "timeout",
+    "internal",
+];
 
 /// The JSON error body: `{"error": {"code", "message", "hint"?}}`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -79,7 +110,17 @@ impl ApiError {
                 "forbidden",
                 Some("deciding, reading and forgetting need a full key"),
             ),
+            ApiError::ForbiddenOrigin(_) => (
+                StatusCode::FORBIDDEN,
+                "forbidden_origin",
+                Some("without API keys the server answers only loopback hosts and origins (localhost, 127.0.0.1, [::1]); configure API keys to serve others"),
+            ),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found", None),
+            ApiError::MethodNotAllowed(_) => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                Some("see /v1/openapi.json for each route's methods"),
+            ),
             ApiError::TurnConflict(_) => (
                 StatusCode::CONFLICT,
                 "turn_conflict",
@@ -89,6 +130,11 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => {
                 (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", None)
             }
+            ApiError::TooManyItems(_) => (
+                StatusCode::BAD_REQUEST,
+                "too_many_items",
+                Some("split the request"),
+            ),
             ApiError::UnsupportedMediaType(_) => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported_media_type",
@@ -110,7 +156,11 @@ impl ApiError {
                 "unavailable",
                 Some("retry later"),
             ),
-            ApiError::Timeout => (StatusCode::GATEWAY_TIMEOUT, "timeout", Some("retry later")),
+            ApiError::Timeout => (
+                StatusCode::GATEWAY_TIMEOUT,
+                "timeout",
+                Some("a write carries on after the timeout: retry the same request (same turn id, message_id or ts) to get its outcome"),
+            ),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal", None),
         }
     }
@@ -155,6 +205,19 @@ impl IntoResponse for ApiError {
     }
 }
 
+impl From<cairn_models::limits::LimitError> for ApiError {
+    fn from(e: cairn_models::limits::LimitError) -> Self {
+        match e {
+            cairn_models::limits::LimitError::TooLarge { .. } => {
+                ApiError::PayloadTooLarge(e.to_string())
+            }
+            cairn_models::limits::LimitError::TooMany { .. } => {
+                ApiError::TooManyItems(e.to_string())
+            }
+        }
+    }
+}
+
 impl From<ModelError> for ApiError {
     fn from(e: ModelError) -> Self {
         ApiError::from_kind(e.kind(), e.to_string())
@@ -188,5 +251,36 @@ impl From<cairn_store::StoreError> for ApiError {
 impl From<cairn_embed::EmbedError> for ApiError {
     fn from(e: cairn_embed::EmbedError) -> Self {
         ApiError::from_kind(e.kind(), e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_is_listed() {
+        let all = [
+            ApiError::InvalidRequest(String::new()),
+            ApiError::Unauthorized,
+            ApiError::ScopeForbidden,
+            ApiError::Forbidden(String::new()),
+            ApiError::ForbiddenOrigin(String::new()),
+            ApiError::NotFound(String::new()),
+            ApiError::MethodNotAllowed(String::new()),
+            ApiError::TurnConflict(String::new()),
+            ApiError::Conflict(String::new()),
+            ApiError::PayloadTooLarge(String::new()),
+            ApiError::TooManyItems(String::new()),
+            ApiError::UnsupportedMediaType(String::new()),
+            ApiError::ExtractionFailed(String::new()),
+            ApiError::EmptyDocument(String::new()),
+            ApiError::EvidenceNotFound(String::new()),
+            ApiError::Unavailable(String::new()),
+            ApiError::Timeout,
+            ApiError::Internal(String::new()),
+        ];
+        let codes: Vec<&str> = all.iter().map(ApiError::code).collect();
+        assert_eq!(codes, CODES);
     }
 }

@@ -7,19 +7,29 @@
 //! completed turns whose messages were deleted (kept as tombstones with
 //! `metadata.deleted = true`, so the turn id cannot be completed again).
 //!
+//! Order: derived data first, evidence last. A crash (or a timeout) between the steps then
+//! leaves evidence that still exists, or derived records that still point at evidence that
+//! is gone — never an approved memory whose evidence is already deleted while the forget
+//! reports failure and its retry answers 404. A retry finds what is left and finishes:
+//! `404` only when neither the evidence nor anything still derived from it is stored.
+//!
 //! `hard` also deletes the records of invalidated candidates (which restate the evidence)
 //! instead of keeping them for review, and flushes the store to disk before returning.
+//!
+//! Locks: `Engine::turn_lock`, then `Engine::review_lock`, then (documents only) the ingest
+//! commit lock, so a forget never interleaves with a turn completion, a review decision or
+//! a document version being written.
 
 use std::collections::{BTreeSet, HashSet};
 
-use cairn_ingest::catalog;
+use cairn_ingest::catalog::{self, CommitGuard, DocumentEvidence};
 use cairn_models::ids::turn_record_id;
-use cairn_models::{DocumentInfo, Partition, PointKind, Scope, StoredPoint};
+use cairn_models::{failpoint, DocumentInfo, Partition, PointKind, Scope, StoredPoint};
 use cairn_store::{Filter, Hit, UpsertPoint};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::candidates::{self, CandidateStatus};
+use crate::candidates::{self, CandidateStatus, Stored};
 use crate::engine::Engine;
 use crate::error::ApiError;
 use crate::evidence::{find_message, record_point_id, scroll_all};
@@ -44,20 +54,29 @@ pub struct ForgetReport {
     pub tombstoned_turns: Vec<String>,
 }
 
-/// The evidence a forget removed, for matching candidates' evidence refs.
+/// The evidence a forget removes, for matching candidates' evidence refs. It describes the
+/// forgotten ref, not only what is still stored, so that a retry after a crash matches the
+/// candidates that still cite evidence deleted by the interrupted run.
 #[derive(Debug, Default)]
 struct Removed {
     docs: HashSet<String>,
     refs: HashSet<String>,
+    /// Conversations forgotten whole: every `msg:<c>/<n>` of them is covered.
+    convs: HashSet<String>,
 }
 
 impl Removed {
+    fn is_empty(&self) -> bool {
+        self.docs.is_empty() && self.refs.is_empty() && self.convs.is_empty()
+    }
+
     fn covers(&self, evidence: &str) -> bool {
         if self.refs.contains(evidence) {
             return true;
         }
         match Ref::parse(evidence) {
             Ok(Ref::Doc { doc_id, .. }) => self.docs.contains(&doc_id),
+            Ok(Ref::Msg { conversation, .. }) => self.convs.contains(&conversation),
             _ => false,
         }
     }
@@ -73,38 +92,38 @@ fn scope_of(p: &StoredPoint) -> Scope {
     }
 }
 
-/// Deletes message points and tombstones the records of the completed turns they belonged to.
-async fn delete_messages(
-    engine: &Engine,
-    partition: &Partition,
-    hits: Vec<Hit>,
-    report: &mut ForgetReport,
-    removed: &mut Removed,
-) -> Result<(), ApiError> {
-    let mut turns: BTreeSet<(String, uuid::Uuid)> = BTreeSet::new();
-    let mut ids = Vec::with_capacity(hits.len());
-    // Ordered by conversation, then sequence number (not as text: 2 before 10).
-    let mut refs: BTreeSet<(String, u64, String)> = BTreeSet::new();
-    for h in hits {
-        if let Some(t) = &h.point.turn_id {
-            turns.insert((t.clone(), turn_record_id(&scope_of(&h.point), t)));
-        }
-        refs.insert((
-            h.point.conversation_id.clone().unwrap_or_default(),
-            h.point.seq.unwrap_or(0),
-            h.point.reference(),
-        ));
-        ids.push(h.id);
-    }
-    engine.store.delete_ids(partition, ids).await?;
-    for (turn_id, record_id) in turns {
-        tombstone(engine, partition, &turn_id, record_id, report).await?;
-    }
-    for (_, _, r) in refs {
-        removed.refs.insert(r.clone());
-        report.removed.push(r);
-    }
-    Ok(())
+/// The turn records (turn id, record point id) the messages belong to.
+fn turns_of(hits: &[Hit]) -> BTreeSet<(String, uuid::Uuid)> {
+    hits.iter()
+        .filter_map(|h| {
+            let t = h.point.turn_id.as_ref()?;
+            Some((t.clone(), turn_record_id(&scope_of(&h.point), t)))
+        })
+        .collect()
+}
+
+/// The messages' refs, ordered by conversation, then sequence number (not as text: 2
+/// before 10).
+fn message_refs(hits: &[Hit]) -> Vec<String> {
+    let refs: BTreeSet<(String, u64, String)> = hits
+        .iter()
+        .map(|h| {
+            (
+                h.point.conversation_id.clone().unwrap_or_default(),
+                h.point.seq.unwrap_or(0),
+                h.point.reference(),
+            )
+        })
+        .collect();
+    refs.into_iter().map(|(_, _, r)| r).collect()
+}
+
+fn is_deleted(p: &StoredPoint) -> bool {
+    p.metadata
+        .as_ref()
+        .and_then(|m| m.get("deleted"))
+        .and_then(|v| v.as_bool())
+        == Some(true)
 }
 
 async fn tombstone(
@@ -124,12 +143,11 @@ async fn tombstone(
         return Ok(());
     };
     let mut record = hit.point;
-    let mut meta = record
-        .metadata
-        .take()
-        .unwrap_or_else(|| serde_json::json!({}));
-    let already = meta.get("deleted").and_then(|v| v.as_bool()) == Some(true);
-    if !already {
+    if !is_deleted(&record) {
+        let mut meta = record
+            .metadata
+            .take()
+            .unwrap_or_else(|| serde_json::json!({}));
         if let Some(m) = meta.as_object_mut() {
             m.insert("deleted".into(), serde_json::Value::Bool(true));
             m.insert(
@@ -150,45 +168,25 @@ async fn tombstone(
     Ok(())
 }
 
-/// Deletes every source whose current version is `doc_id`. Returns what was deleted.
-async fn delete_documents(
-    engine: &Engine,
-    partition: &Partition,
-    doc_id: &str,
-    report: &mut ForgetReport,
-    removed: &mut Removed,
-) -> Result<Vec<DocumentInfo>, ApiError> {
-    let mut deleted = Vec::new();
-    // The same content under several sources shares its id: delete each source.
-    while let Some(doc) = catalog::delete_document(engine.store.as_ref(), partition, doc_id).await?
-    {
-        deleted.push(doc);
-        if deleted.len() > 10_000 {
-            return Err(ApiError::Internal(format!(
-                "document {doc_id} did not go away"
-            )));
-        }
-    }
-    if !deleted.is_empty() {
-        removed.docs.insert(doc_id.to_string());
-        report.removed.push(format!("doc:{doc_id}"));
-        let chunks = deleted.iter().map(|d| d.chunks).max().unwrap_or(0);
-        report
-            .removed
-            .extend((0..chunks).map(|i| format!("doc:{doc_id}#{i}")));
-    }
-    Ok(deleted)
+/// What happens to a candidate that cites forgotten evidence.
+enum Action {
+    Invalidate,
+    Narrow(Vec<String>),
 }
 
-/// Invalidates or narrows the candidates whose evidence the forget removed.
-async fn invalidate_derived(
+/// The candidates still derived from the forgotten evidence, and what to do with each. An
+/// invalidated candidate is done unless `hard` (which deletes its record); a narrowed one no
+/// longer cites the evidence. So a retry plans nothing for what the first run finished.
+async fn plan_candidates(
     engine: &Engine,
     partition: &Partition,
     removed: &Removed,
-    by: &str,
     hard: bool,
-    report: &mut ForgetReport,
-) -> Result<(), ApiError> {
+) -> Result<Vec<(Stored, Action)>, ApiError> {
+    let mut plan = Vec::new();
+    if removed.is_empty() {
+        return Ok(plan);
+    }
     for stored in candidates::load_all(engine, partition).await? {
         let (gone, remaining): (Vec<String>, Vec<String>) = stored
             .evidence()
@@ -198,19 +196,40 @@ async fn invalidate_derived(
         if gone.is_empty() {
             continue;
         }
-        let cand = format!("cand:{}", stored.id());
-        let live = matches!(
-            stored.status(),
-            CandidateStatus::Pending | CandidateStatus::Approved
-        );
         if remaining.is_empty() {
+            let live = matches!(
+                stored.status(),
+                CandidateStatus::Pending | CandidateStatus::Approved
+            );
             if live || hard {
+                plan.push((stored, Action::Invalidate));
+            }
+        } else {
+            plan.push((stored, Action::Narrow(remaining)));
+        }
+    }
+    Ok(plan)
+}
+
+/// Invalidates or narrows the planned candidates.
+async fn apply_candidates(
+    engine: &Engine,
+    plan: Vec<(Stored, Action)>,
+    by: &str,
+    hard: bool,
+    report: &mut ForgetReport,
+) -> Result<(), ApiError> {
+    for (stored, action) in plan {
+        let cand = format!("cand:{}", stored.id());
+        match action {
+            Action::Invalidate => {
                 candidates::invalidate(engine, stored, by, hard).await?;
                 report.invalidated.push(cand);
             }
-        } else {
-            candidates::narrow(engine, stored, remaining, by).await?;
-            report.narrowed.push(cand);
+            Action::Narrow(remaining) => {
+                candidates::narrow(engine, stored, remaining, by).await?;
+                report.narrowed.push(cand);
+            }
         }
     }
     Ok(())
@@ -226,7 +245,9 @@ pub async fn forget(
     Ok(forget_inner(engine, partition, reference, hard).await?.1)
 }
 
-/// Deletes a document (all sources currently at that id) and what derives from it.
+/// Deletes a document (all sources at that id, and chunks of the id no registry record
+/// names) and what derives from it. The documents are empty when only derived records were
+/// left to handle (a retry after a crash).
 pub async fn forget_document(
     engine: &Engine,
     partition: &Partition,
@@ -238,6 +259,20 @@ pub async fn forget_document(
         chunk: None,
     };
     forget_inner(engine, partition, &r, hard).await
+}
+
+/// The evidence a forget found, deleted after the derived data.
+enum Evidence<'a> {
+    Document {
+        doc_id: String,
+        found: DocumentEvidence,
+        /// Ingest commits are held off from the look-up to the deletion.
+        commits: CommitGuard<'a>,
+    },
+    Messages(Vec<Hit>),
+    Event(uuid::Uuid),
+    /// A candidate or memory: only derived data.
+    None,
 }
 
 async fn forget_inner(
@@ -253,55 +288,85 @@ async fn forget_inner(
         ..ForgetReport::default()
     };
     let mut removed = Removed::default();
-    let mut documents = Vec::new();
     let not_found = || ApiError::NotFound(format!("nothing stored as {by} in this scope"));
     let store = engine.store.as_ref();
-    // Lock order: turns, then reviews (see Engine).
+    // Lock order: turns, then reviews (see Engine), then ingest commits (documents only).
     let _turns = engine.turn_lock.lock().await;
     let _reviews = engine.review_lock.lock().await;
-    match reference {
+
+    // 1. Find what is stored; nothing is deleted yet.
+    let mut turns: BTreeSet<(String, uuid::Uuid)> = BTreeSet::new();
+    let (evidence, stored) = match reference {
         Ref::Doc { doc_id, .. } => {
-            documents =
-                delete_documents(engine, partition, doc_id, &mut report, &mut removed).await?;
-            if documents.is_empty() {
-                return Err(not_found());
-            }
+            let commits = engine.ingestor.lock_commits().await;
+            let found = catalog::find_document_evidence(store, partition, doc_id).await?;
+            removed.docs.insert(doc_id.clone());
+            let stored = !found.is_empty();
+            (
+                Evidence::Document {
+                    doc_id: doc_id.clone(),
+                    found,
+                    commits,
+                },
+                stored,
+            )
         }
         Ref::Msg { conversation, seq } => {
             let hits = find_message(store, partition, conversation, *seq).await?;
-            if hits.is_empty() {
-                return Err(not_found());
-            }
-            delete_messages(engine, partition, hits, &mut report, &mut removed).await?;
+            removed.refs.insert(by.clone());
+            turns = turns_of(&hits);
+            let stored = !hits.is_empty();
+            (Evidence::Messages(hits), stored)
         }
         Ref::Conv(conversation) => {
             let filter = Filter::new()
                 .eq("kind", PointKind::Message.as_str())
                 .eq("conversation_id", conversation.as_str());
             let hits = scroll_all(store, partition, filter).await?;
-            if hits.is_empty() {
-                return Err(not_found());
-            }
-            delete_messages(engine, partition, hits, &mut report, &mut removed).await?;
+            removed.convs.insert(conversation.clone());
+            turns = turns_of(&hits);
+            let stored = !hits.is_empty();
+            (Evidence::Messages(hits), stored)
         }
         Ref::Turn(turn_id) => {
             let filter = Filter::new()
                 .eq("kind", PointKind::Message.as_str())
                 .eq("turn_id", turn_id.as_str());
             let hits = scroll_all(store, partition, filter).await?;
-            if hits.is_empty() {
-                return Err(not_found());
+            removed
+                .refs
+                .extend(hits.iter().map(|h| h.point.reference()));
+            turns = turns_of(&hits);
+            // The turn's records name its messages even after they are gone (a retry), and
+            // one not yet tombstoned still needs it.
+            let records = scroll_all(
+                store,
+                partition,
+                Filter::new()
+                    .eq("kind", PointKind::Turn.as_str())
+                    .eq("turn_id", turn_id.as_str()),
+            )
+            .await?;
+            for r in records {
+                if let Some(receipt) = r.point.metadata.as_ref().and_then(|m| m.get("receipt")) {
+                    for key in ["user_message_ref", "assistant_message_ref"] {
+                        if let Some(m) = receipt.get(key).and_then(|v| v.as_str()) {
+                            removed.refs.insert(m.to_string());
+                        }
+                    }
+                }
+                if !is_deleted(&r.point) {
+                    turns.insert((turn_id.clone(), r.id));
+                }
             }
-            delete_messages(engine, partition, hits, &mut report, &mut removed).await?;
+            let stored = !hits.is_empty();
+            (Evidence::Messages(hits), stored)
         }
         Ref::Evt(id) => {
             let point = record_point_id("event", partition, id);
-            if store.retrieve(partition, &[point], false).await?.is_empty() {
-                return Err(not_found());
-            }
-            store.delete_ids(partition, vec![point]).await?;
             removed.refs.insert(by.clone());
-            report.removed.push(by.clone());
+            let stored = !store.retrieve(partition, &[point], false).await?.is_empty();
+            (Evidence::Event(point), stored)
         }
         Ref::Cand(id) | Ref::Mem(id) => {
             let stored = candidates::load(engine, partition, id)
@@ -315,13 +380,199 @@ async fn forget_inner(
             }
             candidates::invalidate(engine, stored, &by, hard).await?;
             report.invalidated.push(format!("cand:{id}"));
+            (Evidence::None, true)
+        }
+    };
+    let plan = plan_candidates(engine, partition, &removed, hard).await?;
+    let prior = load_receipt(engine, partition, &by).await?;
+    if !stored && plan.is_empty() && turns.is_empty() {
+        // Nothing left to do: a forget that already finished (its answer may have been lost
+        // to a crash or a timeout) answers what it did; an unknown ref is 404.
+        return match prior {
+            Some((done, docs)) if !hard || done.hard => Ok((docs, done)),
+            Some((mut done, docs)) => {
+                // A hard forget after a soft one: nothing is left to delete, but the store
+                // is flushed and the answer says the ref is now hard-forgotten.
+                done.hard = true;
+                store.flush().await?;
+                save_receipt(engine, partition, &done, &docs).await?;
+                Ok((docs, done))
+            }
+            None => Err(not_found()),
+        };
+    }
+
+    // 2. Derived data: turn tombstones, then candidates and their memories.
+    for (turn_id, record_id) in turns {
+        tombstone(engine, partition, &turn_id, record_id, &mut report).await?;
+    }
+    apply_candidates(engine, plan, &by, hard, &mut report).await?;
+    // What a crash from here on must not lose: the derived changes just made, and the
+    // documents about to be deleted (what `DELETE /v1/documents/{id}` answers).
+    let mut documents = match &evidence {
+        Evidence::Document { found, .. } => found.documents(),
+        _ => Vec::new(),
+    };
+    if let Some((prior, prior_docs)) = &prior {
+        merge_reports(&mut report, prior);
+        if documents.is_empty() {
+            documents = prior_docs.clone();
         }
     }
-    invalidate_derived(engine, partition, &removed, &by, hard, &mut report).await?;
+    save_receipt(engine, partition, &report, &documents).await?;
+    failpoint("forget.after_derived");
+
+    // 3. The evidence. A hard forget also purges the cached vectors of the forgotten texts
+    // (a vector can leak its text), so collect them before the points go.
+    let mut purge: Vec<String> = Vec::new();
+    if hard {
+        match &evidence {
+            Evidence::Document { doc_id, .. } => {
+                let chunks = scroll_all(
+                    store,
+                    partition,
+                    Filter::new()
+                        .eq("kind", PointKind::Chunk.as_str())
+                        .eq("doc_id", doc_id.as_str()),
+                )
+                .await?;
+                purge.extend(chunks.iter().filter_map(|h| h.point.embedded_text()));
+            }
+            Evidence::Messages(hits) => {
+                purge.extend(hits.iter().filter_map(|h| h.point.embedded_text()));
+            }
+            Evidence::Event(_) | Evidence::None => {}
+        }
+    }
+    match evidence {
+        Evidence::Document {
+            doc_id,
+            found,
+            commits,
+        } => {
+            if !found.is_empty() {
+                catalog::delete_document_evidence(store, partition, &doc_id, &found, &commits)
+                    .await?;
+                report.removed.push(format!("doc:{doc_id}"));
+                report
+                    .removed
+                    .extend((0..found.chunk_refs).map(|i| format!("doc:{doc_id}#{i}")));
+            }
+        }
+        Evidence::Messages(hits) => {
+            if !hits.is_empty() {
+                let refs = message_refs(&hits);
+                store
+                    .delete_ids(partition, hits.into_iter().map(|h| h.id).collect())
+                    .await?;
+                report.removed.extend(refs);
+            }
+        }
+        Evidence::Event(point) => {
+            if stored {
+                store.delete_ids(partition, vec![point]).await?;
+                report.removed.push(by.clone());
+            }
+        }
+        Evidence::None => {}
+    }
+    save_receipt(engine, partition, &report, &documents).await?;
+    failpoint("forget.after_evidence");
     if hard {
         store.flush().await?;
+        if !purge.is_empty() {
+            // Rewrites the cache file: blocking I/O, off the async workers.
+            let embedder = engine.embedder.clone();
+            tokio::task::spawn_blocking(move || embedder.purge_documents(&purge))
+                .await
+                .map_err(|e| ApiError::Internal(format!("cache purge task: {e}")))??;
+        }
     }
     Ok((documents, report))
+}
+
+fn receipt_id(partition: &Partition, by: &str) -> uuid::Uuid {
+    record_point_id("forget", partition, by)
+}
+
+/// The stored receipt of an earlier forget of `by` (its report and the documents it
+/// deleted), if any.
+async fn load_receipt(
+    engine: &Engine,
+    partition: &Partition,
+    by: &str,
+) -> Result<Option<(ForgetReport, Vec<DocumentInfo>)>, ApiError> {
+    let hits = engine
+        .store
+        .retrieve(partition, &[receipt_id(partition, by)], false)
+        .await?;
+    let Some(meta) = hits.into_iter().next().and_then(|h| h.point.metadata) else {
+        return Ok(None);
+    };
+    let report = meta
+        .get("report")
+        .cloned()
+        .and_then(|r| serde_json::from_value(r).ok());
+    let documents = meta
+        .get("documents")
+        .cloned()
+        .and_then(|d| serde_json::from_value(d).ok())
+        .unwrap_or_default();
+    Ok(report.map(|r| (r, documents)))
+}
+
+/// Writes (or overwrites) the receipt of a forget. Twice per forget: after the derived
+/// changes and after the evidence is gone, so a retry at any point can answer in full.
+async fn save_receipt(
+    engine: &Engine,
+    partition: &Partition,
+    report: &ForgetReport,
+    documents: &[DocumentInfo],
+) -> Result<(), ApiError> {
+    let scope = Scope {
+        tenant: partition.tenant.clone(),
+        user: partition.user.clone(),
+        namespace: partition.namespace.clone(),
+        agent: "cairn".into(),
+        session: "forget".into(),
+    };
+    let mut record = StoredPoint::new(
+        PointKind::Forget,
+        &scope,
+        cairn_models::TrustOrigin::System,
+        chrono::Utc::now().timestamp_millis(),
+    );
+    record.source = Some(report.reference.clone());
+    let encode = |v: serde_json::Result<serde_json::Value>| {
+        v.map_err(|e| ApiError::Internal(format!("forget receipt: {e}")))
+    };
+    record.metadata = Some(serde_json::json!({
+        "report": encode(serde_json::to_value(report))?,
+        "documents": encode(serde_json::to_value(documents))?,
+    }));
+    engine
+        .store
+        .upsert(vec![UpsertPoint::record(
+            receipt_id(partition, &report.reference),
+            record,
+        )])
+        .await?;
+    Ok(())
+}
+
+/// Adds what an interrupted earlier run did to this run's report.
+fn merge_reports(report: &mut ForgetReport, prior: &ForgetReport) {
+    fn union(into: &mut Vec<String>, from: &[String]) {
+        for r in from {
+            if !into.contains(r) {
+                into.push(r.clone());
+            }
+        }
+    }
+    union(&mut report.removed, &prior.removed);
+    union(&mut report.invalidated, &prior.invalidated);
+    union(&mut report.narrowed, &prior.narrowed);
+    union(&mut report.tombstoned_turns, &prior.tombstoned_turns);
 }
 
 #[cfg(test)]

@@ -86,12 +86,67 @@ pub fn app(state: SharedState) -> Router {
     let (router, _) = routes::api().split_for_parts();
     router
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        .method_not_allowed_fallback(|req: Request| async move {
+            ApiError::MethodNotAllowed(format!(
+                "{} is not allowed on {}",
+                req.method(),
+                req.uri().path()
+            ))
+        })
         .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            guard,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             observe,
         ))
         .with_state(state)
+}
+
+/// Refuses non-loopback hosts and origins in key-less mode ([`Auth::check_origin`]), before
+/// any handler reads the body.
+async fn guard(State(state): State<SharedState>, req: Request, next: Next) -> Response {
+    if let Err(e) = state.auth.check_origin(req.headers(), req.uri()) {
+        return e.into_response();
+    }
+    next.run(req).await
+}
+
+/// Gives an error response that is not in Cairn's shape (a rejection of one of axum's own
+/// extractors: a bad path parameter, a multipart body without a boundary) the documented
+/// `{"error": {...}}` body, so every error a client sees has a stable code.
+async fn error_shape(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let text = match axum::body::to_bytes(response.into_body(), 4096).await {
+        Ok(b) => String::from_utf8_lossy(&b).trim().to_string(),
+        Err(_) => String::new(),
+    };
+    let text = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_string()
+    } else {
+        text
+    };
+    let error = match status {
+        axum::http::StatusCode::NOT_FOUND => ApiError::NotFound(text),
+        axum::http::StatusCode::METHOD_NOT_ALLOWED => ApiError::MethodNotAllowed(text),
+        axum::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge(text),
+        axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::UnsupportedMediaType(text),
+        axum::http::StatusCode::SERVICE_UNAVAILABLE => ApiError::Unavailable(text),
+        axum::http::StatusCode::GATEWAY_TIMEOUT => ApiError::Timeout,
+        s if s.is_client_error() => ApiError::InvalidRequest(text),
+        _ => ApiError::Internal(text),
+    };
+    error.into_response()
 }
 
 /// Request id, timeout, structured log line and metrics for every request.
@@ -113,9 +168,11 @@ async fn observe(State(state): State<SharedState>, req: Request, next: Next) -> 
     let span = tracing::info_span!("request", id = %request_id, %method, %route);
     let _enter = span.enter();
     drop(_enter);
+    // The timeout stops the waiting, not the work: write handlers run their service call
+    // in a spawned task (`routes::detached`), which finishes after this gives up.
     let mut response = match tokio::time::timeout(state.config.request_timeout, next.run(req)).await
     {
-        Ok(r) => r,
+        Ok(r) => error_shape(r).await,
         Err(_) => ApiError::Timeout.into_response(),
     };
     let status = response.status().as_u16();

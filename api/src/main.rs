@@ -100,6 +100,12 @@ enum Command {
         #[arg(long)]
         exclude: Vec<String>,
         /// A JSON or JSONL file of conversation messages.
+        ///
+        /// Re-running the same file records nothing new. A message is keyed by its
+        /// `turn_id`, else by its `ts`, else (a line with neither) by its role, content and
+        /// occurrence number in the file, so identical lines stay separate messages and
+        /// each maps onto itself on a re-run, even after lines are added or the file moves.
+        /// (The HTTP API treats a keyless message as new instead.)
         #[arg(long)]
         messages: Option<PathBuf>,
         /// A BEIR `corpus.jsonl`: each line `{_id, title, text}` becomes the document
@@ -142,6 +148,13 @@ enum Command {
         #[command(subcommand)]
         which: cli_eval::EvalCommand,
     },
+    /// Internal: extract one document in an isolated worker process (bytes on stdin, reply
+    /// on stdout; see `cairn_ingest::extract::isolate`). cairn starts it for each PDF.
+    #[command(name = "extract-worker", hide = true)]
+    ExtractWorker {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -156,6 +169,15 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if let Command::ExtractWorker { args } = &cli.command {
+        // Before the async runtime: the worker needs no threads, and it caps its own
+        // address space.
+        return cairn_ingest::extract::isolate::worker_main(args);
+    }
+    if let Err(e) = isolate_extraction() {
+        eprintln!("error: {e:#}");
+        return std::process::ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -175,6 +197,17 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// Makes every `IngestConfig` of this process extract PDFs in `cairn extract-worker`
+/// children with limits (`CAIRN_EXTRACT_*`), so a hostile file costs only itself, never
+/// the server or the rest of a batch.
+fn isolate_extraction() -> Result<()> {
+    use cairn_ingest::extract::{Extractor, WorkerLimits};
+    let exe = std::env::current_exe().context("locating the cairn binary for extraction")?;
+    let limits = WorkerLimits::from_env()?;
+    Extractor::set_process_default(Extractor::isolated(exe, limits));
+    Ok(())
+}
+
 pub(crate) async fn open_engine(data_dir: &Path) -> Result<Arc<Engine>> {
     let dir = data_dir.to_path_buf();
     let engine = tokio::task::spawn_blocking(move || Engine::open(&dir))
@@ -188,6 +221,7 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
     match cli.command {
         Command::Bench { which } => bench::run(which).await,
         Command::Eval { which } => cli_eval::run(which).await,
+        Command::ExtractWorker { .. } => bail!("extract-worker runs before the async runtime"),
         Command::HashKey { key } => {
             println!("{}", cairn_models::ids::sha256_hex(key.as_bytes()));
             Ok(ExitCode::SUCCESS)
@@ -255,6 +289,7 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
                 let text = std::fs::read_to_string(&file)
                     .with_context(|| format!("reading {}", file.display()))?;
                 let msgs = parse_messages(&text)?;
+                // Keyless lines keyed by content and occurrence (`KeylessMessages::ByContent`).
                 let receipts = engine.ingestor.record_messages(&scope, msgs).await?;
                 let created = receipts.iter().filter(|r| r.created).count();
                 if json {

@@ -249,11 +249,22 @@ pub struct MessageInput {
     #[schema(pattern = "^[A-Za-z0-9_.-]{1,128}$")]
     pub conversation_id: String,
     pub role: Role,
-    /// Stored verbatim.
+    /// Stored verbatim; at most 32 KiB.
     pub content: String,
+    /// An explicit time; also an idempotency key (with role and content) when there is no
+    /// `message_id` or `turn_id`.
     pub ts: Option<Timestamp>,
+    /// One message per turn and role: a replay of the turn collapses onto it.
+    #[schema(pattern = "^[A-Za-z0-9_.-]{1,128}$")]
     pub turn_id: Option<String>,
+    /// The caller's idempotency key (per conversation and role): posting it again with the
+    /// same content is a replay, with other content `409 conflict`. A message without
+    /// `message_id`, `turn_id` or `ts` is always recorded as a new message.
+    #[schema(pattern = "^[A-Za-z0-9_.-]{1,128}$")]
+    pub message_id: Option<String>,
+    /// At most 256 bytes.
     pub speaker: Option<String>,
+    /// At most 16 KiB serialized.
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<()>,
 }

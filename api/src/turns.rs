@@ -3,6 +3,7 @@
 
 use cairn_ingest::{IngestError, MessageInput};
 use cairn_models::ids::{sha256_hex, turn_record_id};
+use cairn_models::limits;
 use cairn_models::pack::TurnMode;
 use cairn_models::{
     PointKind, Role, Scope, StoredPoint, TrustOrigin, TurnEnvelope, CONTRACT_VERSION,
@@ -21,6 +22,7 @@ use crate::error::ApiError;
 pub struct PrepareRequest {
     #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
+    /// The recall query: 1 to 8192 bytes (longer: `400 invalid_request`).
     pub user_message: String,
     /// Default: a new random id (`turn-<uuid>`).
     #[serde(default)]
@@ -42,17 +44,21 @@ pub struct CompleteRequest {
     /// `session` is the conversation the messages are recorded in.
     #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
+    /// At most 32 KiB, like every message.
     pub user_message: String,
+    /// At most 32 KiB.
     pub assistant_message: String,
+    /// At most 1024 bytes.
     #[serde(default)]
     pub source: Option<String>,
     #[serde(default)]
     #[schema(value_type = crate::schema::TurnMode)]
     pub mode: TurnMode,
+    /// At most 16 KiB serialized (with the turn's links, as it is stored on both messages).
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
-    /// Refs (`doc:..#..`, `msg:../..`) the assistant's answer cites.
+    /// Refs (`doc:..#..`, `msg:../..`) the assistant's answer cites (at most 64).
     #[serde(default)]
     pub refers_to: Vec<String>,
 }
@@ -65,9 +71,13 @@ pub struct TurnReceipt {
     pub assistant_message_ref: String,
     /// RFC 3339.
     pub stored_at: String,
-    /// sha256 of the completion's canonical content.
+    /// sha256 of the completion's content as canonical JSON (keys sorted, no whitespace).
     pub digest: String,
 }
+
+/// Longest ref in `refers_to`, in bytes (a `msg:` ref with a 128-character conversation id
+/// is under 160).
+const MAX_REF_BYTES: usize = 256;
 
 fn prepared_key(scope: &Scope, turn_id: &str) -> String {
     format!("{}\0{turn_id}", scope.key())
@@ -122,10 +132,24 @@ pub async fn complete(
             "user_message and assistant_message must not be empty".into(),
         ));
     }
+    limits::check_bytes("user_message", &req.user_message, limits::MAX_MESSAGE_BYTES)?;
+    limits::check_bytes(
+        "assistant_message",
+        &req.assistant_message,
+        limits::MAX_MESSAGE_BYTES,
+    )?;
+    if let Some(source) = &req.source {
+        limits::check_bytes("source", source, limits::MAX_SOURCE_BYTES)?;
+    }
+    limits::check_metadata("metadata", req.metadata.as_ref())?;
+    limits::check_count("refers_to", req.refers_to.len(), limits::MAX_REFERS_TO)?;
+    for r in &req.refers_to {
+        limits::check_bytes("a refers_to ref", r, MAX_REF_BYTES)?;
+    }
     let mut refers_to = req.refers_to.clone();
     refers_to.sort();
     refers_to.dedup();
-    let canonical = serde_json::json!({
+    let content = serde_json::json!({
         "user_message": req.user_message,
         "assistant_message": req.assistant_message,
         "source": req.source,
@@ -133,7 +157,12 @@ pub async fn complete(
         "metadata": req.metadata,
         "refers_to": refers_to,
     });
-    let digest = sha256_hex(canonical.to_string().as_bytes());
+    // Canonical JSON (keys sorted at every depth): a retry whose metadata keys come in
+    // another order is the same completion.
+    let digest = sha256_hex(limits::canonical_json(&content).as_bytes());
+    // Receipts stored before canonical digests hashed the JSON with `metadata` as sent; an
+    // exact replay of such a turn must still match it.
+    let legacy_digest = sha256_hex(content.to_string().as_bytes());
 
     let partition = req.scope.partition();
     let record_id = turn_record_id(&req.scope, turn_id);
@@ -151,7 +180,8 @@ pub async fn complete(
                 "turn {turn_id} was completed and its messages were deleted; a turn id cannot be reused"
             )));
         }
-        if existing.point.content_hash.as_deref() != Some(digest.as_str()) {
+        let stored = existing.point.content_hash.as_deref();
+        if stored != Some(digest.as_str()) && stored != Some(legacy_digest.as_str()) {
             return Err(ApiError::TurnConflict(format!(
                 "turn {turn_id} was already completed with different content"
             )));
@@ -178,6 +208,9 @@ pub async fn complete(
         "source": req.source,
         "metadata": req.metadata,
     });
+    // The links travel on both messages; with the caller's metadata they must fit the
+    // message metadata cap (checked here so the error names what to shorten).
+    limits::check_metadata("metadata with the turn's refers_to links", Some(&link_meta))?;
     let message = |role: Role, content: &str| MessageInput {
         conversation_id: req.scope.session.clone(),
         role,
@@ -201,6 +234,7 @@ pub async fn complete(
             IngestError::Conflict(m) => ApiError::TurnConflict(m),
             other => other.into(),
         })?;
+    cairn_models::failpoint("turn.after_messages");
     let [user, assistant] = receipts.as_slice() else {
         return Err(ApiError::Internal("expected two message receipts".into()));
     };

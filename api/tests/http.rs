@@ -686,9 +686,20 @@ async fn deleting_messages_tombstones_turns_and_forget_removes_documents() {
             "{v}"
         );
     }
-    // Deleting it again, or in another tenant, is 404 (never reveals existence).
+    // Deleting it again answers the recorded outcome (a retry whose first answer was lost
+    // learns what happened); in another tenant it is 404 (never reveals existence).
+    let (s, again) = call(
+        &app,
+        "DELETE",
+        &format!("/v1/messages/msg:s1%2F0?{Q}"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{again}");
+    assert_eq!(again["removed"], json!(["msg:s1/0"]), "{again}");
+    assert_eq!(again["tombstoned_turns"], json!(["turn:t1"]), "{again}");
     for uri in [
-        format!("/v1/messages/msg:s1%2F0?{Q}"),
         "/v1/messages/msg:s1%2F1?tenant=other&user=alice&namespace=kb".to_string(),
         "/v1/conversations/s1?tenant=other&user=alice&namespace=kb".to_string(),
     ] {
@@ -781,8 +792,9 @@ async fn deleting_messages_tombstones_turns_and_forget_removes_documents() {
         report["removed"],
         json!([format!("doc:{doc_id}"), format!("doc:{doc_id}#0")])
     );
-    let (s, _) = call(&app, "POST", "/v1/forget", Some(forget), None).await;
-    assert_eq!(s, StatusCode::NOT_FOUND);
+    // Forgetting it again answers the same receipt (idempotent), not a 404.
+    let (s, again) = call(&app, "POST", "/v1/forget", Some(forget), None).await;
+    assert_eq!((s, &again), (StatusCode::OK, &report));
     let (s, v) = call(
         &app,
         "POST",
@@ -1563,4 +1575,668 @@ async fn the_index_is_rebuilt_in_the_background_after_many_writes() {
     .await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(v["citations"][0]["source"], "kb/vpn.md");
+}
+
+// ---------- caps, keys, origins, method fallback ----------
+
+async fn with_headers(
+    app: &TestApp,
+    method: &str,
+    uri: &str,
+    body: Option<Value>,
+    headers: &[(&str, &str)],
+) -> (StatusCode, Value) {
+    let mut req = Request::builder().method(method).uri(uri);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = match body {
+        Some(b) => req
+            .header("content-type", "application/json")
+            .body(Body::from(b.to_string()))
+            .unwrap(),
+        None => req.body(Body::empty()).unwrap(),
+    };
+    raw(app, req).await
+}
+
+fn code(v: &Value) -> Option<&str> {
+    v["error"]["code"].as_str()
+}
+
+#[tokio::test]
+async fn caps_are_typed_errors_naming_the_limit() {
+    let app = test_app(Auth::default(), 4 << 20);
+    let sc = scope("acme");
+    // Document metadata: copied onto every chunk, so capped at 16 KiB.
+    let big_meta = json!({"blob": "x".repeat(17 * 1024)});
+    let (s, v) = checked(
+        &app,
+        "POST",
+        "/v1/documents",
+        "/v1/documents",
+        Some(json!({"scope": sc, "source": "a.txt", "text": "Some text here.", "metadata": big_meta})),
+    )
+    .await;
+    assert_eq!(
+        (s, code(&v)),
+        (StatusCode::PAYLOAD_TOO_LARGE, Some("payload_too_large"))
+    );
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("16384"),
+        "{v}"
+    );
+    // Source over 1024 bytes, JSON and multipart.
+    let (s, v) = call(
+        &app,
+        "POST",
+        "/v1/documents",
+        Some(json!({"scope": sc, "source": "s".repeat(1025), "text": "Some text here."})),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (s, code(&v)),
+        (StatusCode::PAYLOAD_TOO_LARGE, Some("payload_too_large"))
+    );
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("1024"),
+        "{v}"
+    );
+    let long_source = "s".repeat(1025);
+    let body = multipart(
+        "b0",
+        &[
+            ("tenant", "acme"),
+            ("user", "alice"),
+            ("source", &long_source),
+        ],
+        ("a.txt", "text/plain", b"Some text here."),
+    );
+    let req = Request::builder()
+        .method("POST")
+        .uri("/v1/documents/upload")
+        .header("content-type", "multipart/form-data; boundary=b0")
+        .body(Body::from(body))
+        .unwrap();
+    let (s, v) = raw(&app, req).await;
+    assert_eq!(
+        (s, code(&v)),
+        (StatusCode::PAYLOAD_TOO_LARGE, Some("payload_too_large"))
+    );
+    // Message content (32 KiB) and metadata (16 KiB).
+    let msg = |content: String, meta: Value| json!({"scope": sc, "messages": [{"conversation_id": "c1", "role": "user", "content": content, "metadata": meta}]});
+    let (s, v) = checked(
+        &app,
+        "POST",
+        "/v1/messages",
+        "/v1/messages",
+        Some(msg("y".repeat(33 * 1024), Value::Null)),
+    )
+    .await;
+    assert_eq!(
+        (s, code(&v)),
+        (StatusCode::PAYLOAD_TOO_LARGE, Some("payload_too_large"))
+    );
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("32768"),
+        "{v}"
+    );
+    let (s, v) = call(
+        &app,
+        "POST",
+        "/v1/messages",
+        Some(msg("hi".into(), json!({"k": "z".repeat(17 * 1024)}))),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (s, code(&v)),
+        (StatusCode::PAYLOAD_TOO_LARGE, Some("payload_too_large"))
+    );
+    // Item counts.
+    let many: Vec<Value> = (0..1001)
+        .map(|i| json!({"conversation_id": "c1", "role": "user", "content": format!("m{i}")}))
+        .collect();
+    let (s, v) = checked(
+        &app,
+        "POST",
+        "/v1/messages",
+        "/v1/messages",
+        Some(json!({"scope": sc, "messages": many})),
+    )
+    .await;
+    assert_eq!(
+        (s, code(&v)),
+        (StatusCode::BAD_REQUEST, Some("too_many_items"))
+    );
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("1000"),
+        "{v}"
+    );
+    let trust: Vec<&str> = std::iter::repeat_n("document", 17).collect();
+    let (s, v) = checked(
+        &app,
+        "POST",
+        "/v1/recall",
+        "/v1/recall",
+        Some(json!({"scope": sc, "query": "q", "filters": {"trust": trust}})),
+    )
+    .await;
+    assert_eq!(
+        (s, code(&v)),
+        (StatusCode::BAD_REQUEST, Some("too_many_items"))
+    );
+    let refs: Vec<String> = (0..65).map(|i| format!("doc:x#{i}")).collect();
+    let (s, v) = call(
+        &app,
+        "POST",
+        "/v1/turns/t-many/complete",
+        Some(
+            json!({"scope": sc, "user_message": "a", "assistant_message": "b", "refers_to": refs}),
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (s, code(&v)),
+        (StatusCode::BAD_REQUEST, Some("too_many_items"))
+    );
+    // A huge Markdown heading is indexed, but each chunk carries at most 256 bytes of it.
+    let text = format!(
+        "# {}\n\n{}",
+        "H".repeat(50_000),
+        "Body text about the heading cap. ".repeat(200)
+    );
+    let (s, v) = call(
+        &app,
+        "POST",
+        "/v1/documents",
+        Some(
+            json!({"scope": sc, "source": "long.md", "media_type": "text/markdown", "text": text}),
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (points, _) = app
+        .state
+        .engine
+        .store
+        .scroll(
+            &cairn_models::Scope::new("acme", "alice", "kb", "bot", "s1")
+                .unwrap()
+                .partition(),
+            cairn_store::Filter::new()
+                .eq("source", "long.md")
+                .eq("kind", "chunk"),
+            1000,
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(points.len() > 1);
+    for p in &points {
+        assert!(p.point.heading.as_deref().map_or(0, str::len) <= 256);
+    }
+}
+
+#[tokio::test]
+async fn a_turn_retried_with_reordered_metadata_is_the_same_turn() {
+    let app = test_app(Auth::default(), 1 << 20);
+    let body = |meta: &str| {
+        let meta: Value = serde_json::from_str(meta).unwrap();
+        json!({"scope": scope("acme"), "user_message": "Where is the VPN guide?",
+            "assistant_message": "In kb/vpn.md.", "metadata": meta})
+    };
+    let (s, first) = call(
+        &app,
+        "POST",
+        "/v1/turns/t-order/complete",
+        Some(body(
+            r#"{"a": 1, "b": {"x": 1, "y": [1, {"q": 1, "p": 2}]}}"#,
+        )),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{first}");
+    let (s, again) = call(
+        &app,
+        "POST",
+        "/v1/turns/t-order/complete",
+        Some(body(
+            r#"{"b": {"y": [1, {"p": 2, "q": 1}], "x": 1}, "a": 1}"#,
+        )),
+        None,
+    )
+    .await;
+    assert_eq!((s, &again), (StatusCode::OK, &first));
+    // Different values are still a conflict.
+    let (s, v) = call(
+        &app,
+        "POST",
+        "/v1/turns/t-order/complete",
+        Some(body(
+            r#"{"a": 2, "b": {"x": 1, "y": [1, {"q": 1, "p": 2}]}}"#,
+        )),
+        None,
+    )
+    .await;
+    assert_eq!((s, code(&v)), (StatusCode::CONFLICT, Some("turn_conflict")));
+}
+
+#[tokio::test]
+async fn keyless_messages_are_new_and_explicit_keys_are_idempotent() {
+    let app = test_app(Auth::default(), 1 << 20);
+    let sc = scope("acme");
+    let post = |m: Value| json!({"scope": sc, "messages": [m]});
+    let ok = json!({"conversation_id": "c1", "role": "user", "content": "ok"});
+    let (s, a) = call(&app, "POST", "/v1/messages", Some(post(ok.clone())), None).await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    let (_, b) = call(&app, "POST", "/v1/messages", Some(post(ok)), None).await;
+    assert_eq!(a["receipts"][0]["created"], true);
+    assert_eq!(b["receipts"][0]["created"], true);
+    assert_ne!(a["receipts"][0]["ref"], b["receipts"][0]["ref"]);
+    let (_, v) = call(
+        &app,
+        "GET",
+        "/v1/conversations/c1/messages?tenant=acme&user=alice&namespace=kb",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(v["total"], 2, "two posts, two messages: {v}");
+
+    // With a message_id: a replay collapses, other content conflicts.
+    let keyed =
+        json!({"conversation_id": "c1", "role": "user", "content": "ok", "message_id": "m-1"});
+    let (_, first) = call(
+        &app,
+        "POST",
+        "/v1/messages",
+        Some(post(keyed.clone())),
+        None,
+    )
+    .await;
+    let (_, again) = call(&app, "POST", "/v1/messages", Some(post(keyed)), None).await;
+    assert_eq!(first["receipts"][0]["created"], true);
+    assert_eq!(again["receipts"][0]["created"], false);
+    assert_eq!(first["receipts"][0]["ref"], again["receipts"][0]["ref"]);
+    let other =
+        json!({"conversation_id": "c1", "role": "user", "content": "not ok", "message_id": "m-1"});
+    let (s, v) = call(&app, "POST", "/v1/messages", Some(post(other)), None).await;
+    assert_eq!((s, code(&v)), (StatusCode::CONFLICT, Some("conflict")));
+    // An explicit ts is a key too.
+    let timed =
+        json!({"conversation_id": "c1", "role": "user", "content": "ok", "ts": 1714557600000i64});
+    let (_, t1) = call(
+        &app,
+        "POST",
+        "/v1/messages",
+        Some(post(timed.clone())),
+        None,
+    )
+    .await;
+    let (_, t2) = call(&app, "POST", "/v1/messages", Some(post(timed)), None).await;
+    assert_eq!(t1["receipts"][0]["created"], true);
+    assert_eq!(t2["receipts"][0]["created"], false);
+    // The same explicit key twice in one batch collapses.
+    let dup = json!({"conversation_id": "c2", "role": "user", "content": "x", "message_id": "d"});
+    let (_, v) = call(
+        &app,
+        "POST",
+        "/v1/messages",
+        Some(json!({"scope": sc, "messages": [dup.clone(), dup]})),
+        None,
+    )
+    .await;
+    assert_eq!(v["receipts"][0]["ref"], v["receipts"][1]["ref"]);
+    assert_eq!(v["receipts"][1]["created"], false);
+}
+
+#[tokio::test]
+async fn keyless_mode_refuses_foreign_hosts_and_origins() {
+    let app = test_app(Auth::default(), 1 << 20);
+    let uri = "/v1/documents?tenant=acme&user=alice&namespace=kb";
+    for host in [
+        "localhost",
+        "localhost:7878",
+        "127.0.0.1:7878",
+        "[::1]:7878",
+    ] {
+        let (s, v) = with_headers(&app, "GET", uri, None, &[("host", host)]).await;
+        assert_eq!(s, StatusCode::OK, "{host}: {v}");
+    }
+    for host in [
+        "evil.example",
+        "evil.example:7878",
+        "localhost.evil.example",
+        "10.0.0.5",
+    ] {
+        let (s, v) = with_headers(&app, "GET", uri, None, &[("host", host)]).await;
+        assert_eq!(
+            (s, code(&v)),
+            (StatusCode::FORBIDDEN, Some("forbidden_origin")),
+            "{host}"
+        );
+        assert_documented("GET", "/v1/documents", 403, &v);
+    }
+    let doc = json!({"scope": scope("acme"), "source": "o.txt", "text": "Origin test."});
+    let (s, v) = with_headers(
+        &app,
+        "POST",
+        "/v1/documents",
+        Some(doc.clone()),
+        &[
+            ("host", "127.0.0.1:7878"),
+            ("origin", "http://evil.example"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        (s, code(&v)),
+        (StatusCode::FORBIDDEN, Some("forbidden_origin"))
+    );
+    let (s, _) = with_headers(
+        &app,
+        "POST",
+        "/v1/documents",
+        Some(doc.clone()),
+        &[("host", "127.0.0.1:7878"), ("origin", "null")],
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, v) = with_headers(
+        &app,
+        "POST",
+        "/v1/documents",
+        Some(doc.clone()),
+        &[
+            ("host", "localhost:7878"),
+            ("origin", "http://localhost:3000"),
+        ],
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+
+    // With keys, the keys protect: any host passes with a valid key.
+    let h = cairn_models::ids::sha256_hex(b"k1");
+    let keyed = test_app(Auth::parse(&format!("{h}:acme")).unwrap(), 1 << 20);
+    let (s, v) = with_headers(
+        &keyed,
+        "GET",
+        uri,
+        None,
+        &[
+            ("host", "memory.example.com"),
+            ("origin", "https://app.example.com"),
+            ("authorization", "Bearer k1"),
+        ],
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+}
+
+#[tokio::test]
+async fn wrong_methods_and_bad_params_use_the_error_shape() {
+    let app = test_app(Auth::default(), 1 << 20);
+    let (s, v) = call(&app, "PUT", "/v1/recall", Some(json!({})), None).await;
+    assert_eq!(
+        (s, code(&v)),
+        (StatusCode::METHOD_NOT_ALLOWED, Some("method_not_allowed"))
+    );
+    assert!(v["error"]["message"].is_string());
+    let (s, v) = call(&app, "DELETE", "/healthz", None, None).await;
+    assert_eq!(
+        (s, code(&v)),
+        (StatusCode::METHOD_NOT_ALLOWED, Some("method_not_allowed"))
+    );
+    // A path parameter that is not UTF-8 once decoded.
+    let (s, v) = call(
+        &app,
+        "GET",
+        "/v1/documents/%FF%FE?tenant=acme&user=alice",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (s, code(&v)),
+        (StatusCode::BAD_REQUEST, Some("invalid_request")),
+        "{v}"
+    );
+    // Missing query parameters.
+    let (s, v) = call(&app, "GET", "/v1/documents", None, None).await;
+    assert_eq!(
+        (s, code(&v)),
+        (StatusCode::BAD_REQUEST, Some("invalid_request"))
+    );
+    // A multipart route without a multipart body.
+    let (s, v) = call(&app, "POST", "/v1/documents/upload", Some(json!({})), None).await;
+    assert!(s.is_client_error(), "{s}");
+    assert!(
+        cairn_api::error::CODES.contains(&code(&v).unwrap_or("")),
+        "{v}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_outlive_the_request_timeout_and_a_retry_gets_the_outcome() {
+    let patient = test_app(Auth::default(), 1 << 20);
+    // A second router on the same engine that gives up after a millisecond.
+    let hasty = TestApp {
+        router: app(Arc::new(AppState {
+            engine: Arc::clone(&patient.state.engine),
+            auth: Auth::default(),
+            metrics: Metrics::default(),
+            config: ServerConfig {
+                max_body_bytes: 1 << 20,
+                request_timeout: std::time::Duration::from_millis(1),
+            },
+        })),
+        state: Arc::clone(&patient.state),
+        _dir: tempfile::tempdir().unwrap(),
+    };
+    let text = "The quarterly report is due on the first Monday of April. ".repeat(40);
+    let doc = json!({"scope": scope("acme"), "source": "report.txt", "text": text});
+    let (s, v) = call(&hasty, "POST", "/v1/documents", Some(doc.clone()), None).await;
+    assert_eq!(
+        (s, code(&v)),
+        (StatusCode::GATEWAY_TIMEOUT, Some("timeout"))
+    );
+    assert!(
+        v["error"]["hint"].as_str().unwrap().contains("retry"),
+        "{v}"
+    );
+    let turn = json!({"scope": scope("acme"), "user_message": "When is the report due?",
+        "assistant_message": "On the first Monday of April."});
+    let (s, _) = call(
+        &hasty,
+        "POST",
+        "/v1/turns/t-slow/complete",
+        Some(turn.clone()),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::GATEWAY_TIMEOUT);
+
+    // The work went on: the retries find it done.
+    let started = std::time::Instant::now();
+    loop {
+        let (_, v) = call(
+            &patient,
+            "GET",
+            "/v1/conversations/s1/messages?tenant=acme&user=alice&namespace=kb",
+            None,
+            None,
+        )
+        .await;
+        let (_, d) = call(
+            &patient,
+            "GET",
+            "/v1/documents?tenant=acme&user=alice&namespace=kb",
+            None,
+            None,
+        )
+        .await;
+        if v["total"] == 2 && d["total"] == 1 {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "{v} {d}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let (s, v) = call(&patient, "POST", "/v1/documents", Some(doc), None).await;
+    assert_eq!(
+        (s, v["status"].as_str()),
+        (StatusCode::OK, Some("unchanged"))
+    );
+    // The turn is whole (both messages, then its receipt); the retry returns that receipt
+    // (or completes it if the receipt write was still under way) without new messages.
+    let (s, r) = call(
+        &patient,
+        "POST",
+        "/v1/turns/t-slow/complete",
+        Some(turn),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    let (_, v) = call(
+        &patient,
+        "GET",
+        "/v1/conversations/s1/messages?tenant=acme&user=alice&namespace=kb",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(v["total"], 2);
+    assert_eq!(r["user_message_ref"], "msg:s1/0");
+}
+
+#[tokio::test]
+async fn receipts_with_a_legacy_digest_still_match_their_exact_replay() {
+    let app = test_app(Auth::default(), 1 << 20);
+    let meta = json!({"b": 1, "a": 2});
+    let body = json!({"scope": scope("acme"), "user_message": "Hello there",
+        "assistant_message": "Hi!", "metadata": meta});
+    let (s, first) = call(
+        &app,
+        "POST",
+        "/v1/turns/t-old/complete",
+        Some(body.clone()),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{first}");
+    // Rewrite the stored record as an older server wrote it: the digest of the JSON with
+    // metadata as sent.
+    let legacy = json!({
+        "user_message": "Hello there",
+        "assistant_message": "Hi!",
+        "source": null,
+        "mode": "text",
+        "metadata": meta,
+        "refers_to": [],
+    });
+    let sc = cairn_models::Scope::new("acme", "alice", "kb", "bot", "s1").unwrap();
+    let id = cairn_models::ids::turn_record_id(&sc, "t-old");
+    let store = &app.state.engine.store;
+    let mut hit = store
+        .retrieve(&sc.partition(), &[id], false)
+        .await
+        .unwrap()
+        .pop()
+        .unwrap();
+    let legacy_digest = cairn_models::ids::sha256_hex(legacy.to_string().as_bytes());
+    assert_ne!(
+        hit.point.content_hash.as_deref(),
+        Some(legacy_digest.as_str())
+    );
+    hit.point.content_hash = Some(legacy_digest);
+    store
+        .upsert(vec![cairn_store::UpsertPoint::record(id, hit.point)])
+        .await
+        .unwrap();
+    let (s, again) = call(&app, "POST", "/v1/turns/t-old/complete", Some(body), None).await;
+    assert_eq!((s, &again), (StatusCode::OK, &first));
+}
+
+/// A hard forget purges the cached vectors of the forgotten texts (from memory and from the
+/// cache file); a soft forget keeps them; queries are never cached.
+#[tokio::test]
+async fn hard_forget_purges_cached_vectors_and_queries_are_not_cached() {
+    let app = test_app(Auth::default(), 1 << 20);
+    let embedder = &app.state.engine.embedder;
+    let base = embedder.cached_len();
+    let text = "# Vault\n\nThe vault combination is 31-47-09.\n\n## Access\n\nOnly the night manager opens the vault.";
+    let (s, doc) = call(
+        &app,
+        "POST",
+        "/v1/documents",
+        Some(json!({"scope": scope("acme"), "source": "vault.md", "text": text, "media_type": "text/markdown"})),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{doc}");
+    let chunks = doc["chunks"].as_u64().unwrap() as usize;
+    assert_eq!(embedder.cached_len(), base + chunks);
+    let (s, msg) = call(
+        &app,
+        "POST",
+        "/v1/messages",
+        Some(
+            json!({"scope": scope("acme"), "messages": [{"conversation_id": "v", "role": "user",
+            "content": "Remember: the alarm code is 8812.", "message_id": "m1"}]}),
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{msg}");
+    assert_eq!(embedder.cached_len(), base + chunks + 1);
+    // A recall embeds a query: nothing is added to the cache.
+    let (s, _) = call(
+        &app,
+        "POST",
+        "/v1/recall",
+        Some(json!({"scope": scope("acme"), "query": "What opens the vault?"})),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        embedder.cached_len(),
+        base + chunks + 1,
+        "query vectors are not cached"
+    );
+    // Soft forget of the message: the vector stays cached.
+    let forget = |r: &str, hard: bool| json!({"scope": scope("acme"), "ref": r, "hard": hard});
+    let (s, _) = call(
+        &app,
+        "POST",
+        "/v1/forget",
+        Some(forget("msg:v/0", false)),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(embedder.cached_len(), base + chunks + 1);
+    // Hard forget of the document: its chunks' vectors are purged.
+    let doc_ref = format!("doc:{}", doc["doc_id"].as_str().unwrap());
+    let (s, report) = call(
+        &app,
+        "POST",
+        "/v1/forget",
+        Some(forget(&doc_ref, true)),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{report}");
+    assert_eq!(
+        embedder.cached_len(),
+        base + 1,
+        "the document's vectors are purged"
+    );
 }

@@ -301,6 +301,11 @@ impl Embedder {
         cache.purge(&keys)
     }
 
+    /// Number of vectors in the embedding cache (0 without a cache).
+    pub fn cached_len(&self) -> usize {
+        self.inner.cache.as_ref().map_or(0, |c| c.len())
+    }
+
     /// Blocking variant of [`Embedder::embed_documents`], for code already off the runtime.
     pub fn embed_documents_blocking(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>> {
         let prefixed = prefix_all(&self.inner.spec.document_prefix, texts);

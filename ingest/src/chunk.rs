@@ -4,6 +4,7 @@
 //! exact passage), its PDF page, and for Markdown its heading path, which is prepended to the
 //! text that is embedded (not to the stored text) so a chunk keeps its section's context.
 
+use cairn_models::limits::MAX_HEADING_BYTES;
 use text_splitter::{ChunkConfig, MarkdownSplitter, TextSplitter};
 use tokenizers::Tokenizer;
 
@@ -204,14 +205,41 @@ fn heading_path_at(headings: &[(usize, usize, String)], offset: usize) -> Option
     if stack.is_empty() {
         None
     } else {
-        Some(
-            stack
-                .iter()
-                .map(|(_, t)| *t)
-                .collect::<Vec<_>>()
-                .join(" > "),
-        )
+        let path = stack
+            .iter()
+            .map(|(_, t)| *t)
+            .collect::<Vec<_>>()
+            .join(" > ");
+        Some(cap_heading(path))
     }
+}
+
+/// Cuts a heading path to [`MAX_HEADING_BYTES`] (at a character boundary, marked with `…`).
+///
+/// Cut, not rejected: the heading path is context derived from the document, copied onto
+/// (and embedded with) every chunk of its section, while the heading line itself stays
+/// verbatim in the chunk that contains it. A demanding user expects a Markdown file with
+/// one absurd heading line to be indexed, not refused (refusing would also refuse the same
+/// file as `.txt`-equivalent content); what they must not get is that line multiplied by
+/// every chunk (a 204 KB heading once made 153 chunks carry it: +45 MB, 38 s). Caller
+/// fields that are copied verbatim (metadata, source) are rejected with typed errors
+/// instead, since the caller chose them and can shorten them.
+fn cap_heading(path: String) -> String {
+    if path.len() <= MAX_HEADING_BYTES {
+        return path;
+    }
+    let mut end = MAX_HEADING_BYTES - '…'.len_utf8();
+    while !path.is_char_boundary(end) {
+        end -= 1;
+    }
+    tracing::debug!(
+        bytes = path.len(),
+        limit = MAX_HEADING_BYTES,
+        "heading path cut for chunks"
+    );
+    let mut cut = path[..end].to_string();
+    cut.push('…');
+    cut
 }
 
 #[cfg(test)]
@@ -234,6 +262,20 @@ mod tests {
         assert_eq!(at("steps").as_deref(), Some("Guide > Install"));
         assert_eq!(at("run").as_deref(), Some("Guide > Use"));
         assert_eq!(at("x").as_deref(), Some("Other"));
+    }
+
+    #[test]
+    fn long_heading_paths_are_cut() {
+        let title = "é".repeat(100_000);
+        let text = format!("# {title}\nbody");
+        let h = markdown_headings(&text);
+        let path = heading_path_at(&h, text.find("body").unwrap()).unwrap();
+        assert!(path.len() <= MAX_HEADING_BYTES, "{}", path.len());
+        assert!(path.ends_with('…'));
+        assert_eq!(
+            heading_path_at(&h, 0).as_deref().map(str::len),
+            Some(path.len())
+        );
     }
 
     #[test]

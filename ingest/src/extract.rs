@@ -4,10 +4,20 @@
 //! workspace keeps `panic = "unwind"`) and a panic becomes [`IngestError::Extraction`].
 //! It also silently returns almost no text for some valid PDFs (it ignores the `'` text
 //! operator), so a low text yield per page is reported as a warning.
+//!
+//! `catch_unwind` does not contain a stack overflow, an allocation failure, a hang or a
+//! memory blow-up, all of which hostile PDFs cause. [`Extractor::Isolated`] therefore runs
+//! the PDF parser in a child process with time and memory limits ([`isolate`]); the pipeline
+//! calls [`Extractor::extract`] with the extractor of its [`crate::IngestConfig`]. [`extract`]
+//! itself is the in-process path (and what the child runs).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::IngestError;
+
+pub mod isolate;
+
+pub use isolate::{Extractor, IsolatedExtractor, WorkerLimits};
 
 /// What kind of document a file is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -85,7 +95,8 @@ impl Extracted {
 /// Below this many characters per page on average, a PDF's yield is suspicious.
 const LOW_YIELD_CHARS_PER_PAGE: usize = 200;
 
-/// Extracts text from bytes of a known media type.
+/// Extracts text from bytes of a known media type, in this process (see [`Extractor`] for
+/// the isolated path).
 pub fn extract(
     source: &str,
     bytes: &[u8],

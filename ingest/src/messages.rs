@@ -1,5 +1,6 @@
 //! Conversation messages: the input format (JSON array or JSONL) and its validation.
 
+use cairn_models::limits::{self, LimitError};
 use cairn_models::Role;
 use serde::{Deserialize, Serialize};
 
@@ -26,6 +27,53 @@ pub struct MessageInput {
     pub speaker: Option<String>,
     #[serde(default)]
     pub metadata: Option<serde_json::Value>,
+}
+
+/// A message with the caller's optional idempotency key (`message_id`, unique per
+/// conversation and role). See [`KeylessMessages`] for how a message is identified.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyedMessage {
+    pub message: MessageInput,
+    pub message_id: Option<String>,
+}
+
+impl From<MessageInput> for KeyedMessage {
+    fn from(message: MessageInput) -> Self {
+        KeyedMessage {
+            message,
+            message_id: None,
+        }
+    }
+}
+
+/// How a message's point id is keyed, and so when recording it again is a replay.
+///
+/// Explicit keys, in order of precedence: the caller's `message_id`, then the `turn_id`
+/// (one message per turn and role), then an explicit `ts` (with role, content and the
+/// occurrence number in the batch). Same key, same content: a replay, nothing written; same
+/// key, other content: a conflict. A message with none of these is handled by this policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeylessMessages {
+    /// Each keyless message is new. What an API wants: two separate requests that happen to
+    /// say the same thing ("ok") are two messages, never one silently dropped.
+    New,
+    /// Keyed by role, content and occurrence number in the batch, as if `ts` were empty:
+    /// recording the same batch again (re-running a file) maps each message onto itself.
+    /// What a replayable source such as a JSONL file wants.
+    ByContent,
+}
+
+impl From<LimitError> for IngestError {
+    fn from(e: LimitError) -> Self {
+        match e {
+            LimitError::TooLarge { field, size, limit } => IngestError::TooLarge {
+                source_name: field,
+                size: size as u64,
+                limit: limit as u64,
+            },
+            other @ LimitError::TooMany { .. } => IngestError::InvalidInput(other.to_string()),
+        }
+    }
 }
 
 /// A timestamp as RFC 3339 text or epoch milliseconds.
@@ -67,7 +115,10 @@ pub fn parse_messages(input: &str) -> Result<Vec<MessageInput>, IngestError> {
 }
 
 impl MessageInput {
-    /// Checks ids and content.
+    /// Checks ids, content and the caps of [`cairn_models::limits`] (content
+    /// [`limits::MAX_MESSAGE_BYTES`], metadata [`limits::MAX_METADATA_BYTES`], speaker
+    /// [`limits::MAX_SPEAKER_BYTES`]). An over-limit field is [`IngestError::TooLarge`]
+    /// naming the field and the limit.
     pub fn validate(&self) -> Result<(), IngestError> {
         cairn_models::scope::validate_component("conversation_id", &self.conversation_id)
             .map_err(|e| IngestError::InvalidInput(e.to_string()))?;
@@ -85,6 +136,11 @@ impl MessageInput {
         if let Some(ts) = &self.ts {
             ts.to_millis()?;
         }
+        limits::check_bytes("content", &self.content, limits::MAX_MESSAGE_BYTES)?;
+        if let Some(s) = &self.speaker {
+            limits::check_bytes("speaker", s, limits::MAX_SPEAKER_BYTES)?;
+        }
+        limits::check_metadata("metadata", self.metadata.as_ref())?;
         Ok(())
     }
 }
@@ -125,5 +181,26 @@ mod tests {
             metadata: None,
         };
         assert!(m.validate().is_err());
+    }
+
+    #[test]
+    fn caps_are_typed_and_name_the_limit() {
+        let mut m = MessageInput {
+            conversation_id: "c".into(),
+            role: Role::User,
+            content: "x".repeat(limits::MAX_MESSAGE_BYTES + 1),
+            ts: None,
+            turn_id: None,
+            speaker: None,
+            metadata: None,
+        };
+        let err = m.validate().unwrap_err();
+        assert!(matches!(err, IngestError::TooLarge { .. }), "{err}");
+        assert!(err.to_string().contains("32768"), "{err}");
+        m.content = "x".into();
+        m.metadata = Some(serde_json::json!({"k": "v".repeat(limits::MAX_METADATA_BYTES)}));
+        assert!(matches!(m.validate(), Err(IngestError::TooLarge { .. })));
+        m.metadata = Some(serde_json::json!({"k": "v"}));
+        assert!(m.validate().is_ok());
     }
 }

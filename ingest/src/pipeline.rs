@@ -4,8 +4,8 @@
 //! stage stops the ones before it instead of buffering the whole corpus in memory):
 //!
 //! 1. prepare — up to `extract_concurrency` documents at once on the blocking pool: read,
-//!    extract, hash; unchanged documents stop here (one registry lookup, no chunking or
-//!    embedding); the rest are chunked.
+//!    extract, hash; unchanged documents stop here (a registry lookup, re-checked with the
+//!    chunk count under the commit lock; no chunking or embedding); the rest are chunked.
 //! 2. embed — the embedder's worker thread (batched by length, cached).
 //! 3. write — chunks upserted in batches, then the registry flip, then the old version's
 //!    chunks deleted. Success is reported only after the store accepted all of it.
@@ -26,8 +26,8 @@ use tokio::sync::{mpsc, Mutex, Semaphore};
 use uuid::Uuid;
 
 use crate::chunk::{Chunk, ChunkSettings, Chunker};
-use crate::extract::{extract, Extracted, MediaType};
-use crate::messages::MessageInput;
+use crate::extract::{Extracted, Extractor, MediaType};
+use crate::messages::{KeyedMessage, KeylessMessages, MessageInput};
 use crate::{now_millis, IngestError};
 
 /// Pipeline settings.
@@ -44,6 +44,9 @@ pub struct IngestConfig {
     pub channel_capacity: usize,
     /// Chunks gathered from consecutive documents into one embedding job.
     pub embed_group: usize,
+    /// Where parsers run: in this process, or (PDF) in a limited child process. See
+    /// [`crate::extract::isolate`]; `for_model` takes the process default.
+    pub extractor: Extractor,
 }
 
 impl IngestConfig {
@@ -55,6 +58,7 @@ impl IngestConfig {
             write_batch: 128,
             channel_capacity: 64,
             embed_group: 256,
+            extractor: Extractor::process_default(),
         }
     }
 }
@@ -88,6 +92,22 @@ impl DocumentInput {
             content: DocSource::Path(path),
             metadata: None,
         }
+    }
+
+    /// Checks the caps of `cairn_models::limits` on what is copied onto every chunk: the
+    /// source (1 to [`cairn_models::limits::MAX_SOURCE_BYTES`] bytes) and the metadata
+    /// (at most [`cairn_models::limits::MAX_METADATA_BYTES`] serialized).
+    pub fn validate(&self) -> Result<(), IngestError> {
+        if self.source.trim().is_empty() {
+            return Err(IngestError::InvalidInput("source must not be empty".into()));
+        }
+        cairn_models::limits::check_bytes(
+            "source",
+            &self.source,
+            cairn_models::limits::MAX_SOURCE_BYTES,
+        )?;
+        cairn_models::limits::check_metadata("metadata", self.metadata.as_ref())?;
+        Ok(())
     }
 
     pub fn text(source: impl Into<String>, text: impl Into<String>, media_type: MediaType) -> Self {
@@ -176,8 +196,9 @@ pub struct Ingestor {
     embedder: Embedder,
     chunker: Chunker,
     config: IngestConfig,
-    /// Serializes registry read → write → flip, so concurrent ingests of one source cannot
-    /// both claim the same version.
+    /// Serializes registry read → write → flip → retirement (and the "unchanged" decision,
+    /// and document deletes via [`Ingestor::lock_commits`]), so concurrent ingests of one
+    /// source cannot both claim the same version nor retire each other's chunks.
     commit: Mutex<()>,
     /// Next sequence number per (partition, conversation), loaded lazily from the store.
     /// Holding it also serializes message writes.
@@ -214,6 +235,13 @@ impl Ingestor {
         &self.config
     }
 
+    /// Holds off ingest commits (the "unchanged" decision, chunk writes, registry flips,
+    /// retirement) until the guard is dropped. Deleting documents while holding it cannot
+    /// interleave with a version being written. Lock order: see [`crate::catalog::CommitGuard`].
+    pub async fn lock_commits(&self) -> crate::catalog::CommitGuard<'_> {
+        crate::catalog::CommitGuard::new(self.commit.lock().await)
+    }
+
     /// Ingests documents through the pipeline. Every input gets an [`Outcome`]; a failing
     /// input never stops the others. `progress` is called from the pipeline's tasks.
     pub async fn ingest_documents(
@@ -236,7 +264,14 @@ impl Ingestor {
         let mut seen = std::collections::HashSet::new();
         let mut unique = Vec::with_capacity(inputs.len());
         for input in inputs {
-            if seen.insert(input.source.clone()) {
+            // Caps first: an oversized source or metadata would be copied onto every chunk.
+            if let Err(e) = input.validate() {
+                outcomes.push(Outcome {
+                    source: input.source,
+                    result: Err(e),
+                });
+                progress(Progress::Finished);
+            } else if seen.insert(input.source.clone()) {
                 unique.push(input);
             } else {
                 outcomes.push(Outcome {
@@ -403,6 +438,7 @@ impl Ingestor {
     ) -> Result<Result<Prepared, DocumentReport>, IngestError> {
         let source = input.source.clone();
         let max = self.config.max_file_bytes;
+        let extractor = self.config.extractor.clone();
         let extracted: Extracted =
             tokio::task::spawn_blocking(move || -> Result<Extracted, IngestError> {
                 let (bytes, media_type) = match input.content {
@@ -447,28 +483,24 @@ impl Ingestor {
                         (bytes, media_type)
                     }
                 };
-                extract(&input.source, &bytes, media_type)
+                // Blocking (may wait for an isolated worker): fine on the blocking pool.
+                extractor.extract(&input.source, &bytes, media_type)
             })
             .await
             .map_err(|e| IngestError::Internal(format!("extraction task: {e}")))??;
 
         let doc_id = document_id(&extracted.text);
         let partition = scope.partition();
-        if let Some(current) = self.current_record(&partition, &source).await? {
-            if current.doc_id.as_deref() == Some(doc_id.as_str()) {
-                // Unchanged. Finish any retirement a crash interrupted, then stop.
-                self.retire_old_versions(&partition, &source, &doc_id)
-                    .await?;
-                return Ok(Err(DocumentReport {
-                    source,
-                    doc_id,
-                    version: current.version.unwrap_or(1),
-                    chunks: current.chunk_count.unwrap_or(0),
-                    status: DocStatus::Unchanged,
-                    media_type: extracted.media_type.as_str().to_string(),
-                    warnings: extracted.warnings,
-                }));
-            }
+        if let Some(current) = self.unchanged(&partition, &source, &doc_id).await? {
+            return Ok(Err(DocumentReport {
+                source,
+                doc_id,
+                version: current.version.unwrap_or(1),
+                chunks: current.chunk_count.unwrap_or(0),
+                status: DocStatus::Unchanged,
+                media_type: extracted.media_type.as_str().to_string(),
+                warnings: extracted.warnings,
+            }));
         }
 
         let chunker = self.chunker.clone();
@@ -509,7 +541,71 @@ impl Ingestor {
             .map(|h| h.point))
     }
 
-    /// Deletes chunks of `source` that do not belong to `current_doc_id`.
+    /// The registry record of `source` when it already names `doc_id` and all of that
+    /// version's chunks are stored; any retirement a crash interrupted is finished first.
+    /// `None`: the document must go through the pipeline (new content, or a repair).
+    ///
+    /// Decided under the commit lock with the registry re-read under it. A record read
+    /// before the lock may be stale: another ingest may have committed a newer version
+    /// meanwhile, and retiring "everything but `doc_id`" would then delete that version's
+    /// chunks while the registry names it.
+    async fn unchanged(
+        &self,
+        partition: &Partition,
+        source: &str,
+        doc_id: &str,
+    ) -> Result<Option<StoredPoint>, IngestError> {
+        // Unlocked first, so new content (the common case) never waits for the lock; the
+        // write stage re-checks under the lock anyway.
+        match self.current_record(partition, source).await? {
+            Some(r) if r.doc_id.as_deref() == Some(doc_id) => {}
+            _ => return Ok(None),
+        }
+        let _commit = self.commit.lock().await;
+        let Some(current) = self.current_record(partition, source).await? else {
+            return Ok(None);
+        };
+        if current.doc_id.as_deref() != Some(doc_id)
+            || !self.chunks_complete(partition, source, &current).await?
+        {
+            return Ok(None);
+        }
+        self.retire_old_versions(partition, source, doc_id).await?;
+        Ok(Some(current))
+    }
+
+    /// Whether every chunk the registry record `current` announces is stored. A version
+    /// with missing chunks (a delete that raced an ingest before the two were serialized, a
+    /// lost write) is not "unchanged": running the same ingest again rewrites it.
+    async fn chunks_complete(
+        &self,
+        partition: &Partition,
+        source: &str,
+        current: &StoredPoint,
+    ) -> Result<bool, IngestError> {
+        let Some(doc_id) = current.doc_id.as_deref() else {
+            return Ok(false);
+        };
+        let stored = self
+            .store
+            .count(
+                partition,
+                Filter::new()
+                    .eq("kind", PointKind::Chunk.as_str())
+                    .eq("source", source)
+                    .eq("doc_id", doc_id),
+            )
+            .await?;
+        Ok(match current.chunk_count {
+            Some(n) => stored >= n as usize,
+            // A record without a count cannot be checked further.
+            None => stored > 0,
+        })
+    }
+
+    /// Deletes chunks of `source` that do not belong to `current_doc_id`. Called with the
+    /// commit lock held: it must not run against a registry value another ingest has since
+    /// replaced.
     async fn retire_old_versions(
         &self,
         partition: &Partition,
@@ -536,16 +632,26 @@ impl Ingestor {
         let partition = scope.partition();
         let _commit = self.commit.lock().await;
         let previous = self.current_record(&partition, &prepared.source).await?;
-        let (status, version) = match &previous {
-            Some(p) if p.doc_id.as_deref() == Some(prepared.doc_id.as_str()) => {
-                (DocStatus::Unchanged, p.version.unwrap_or(1))
-            }
-            Some(p) => (DocStatus::Updated, p.version.unwrap_or(0) + 1),
-            None => (DocStatus::Created, 1),
+        let (status, version, complete) = match &previous {
+            Some(p) if p.doc_id.as_deref() == Some(prepared.doc_id.as_str()) => (
+                DocStatus::Unchanged,
+                p.version.unwrap_or(1),
+                self.chunks_complete(&partition, &prepared.source, p)
+                    .await?,
+            ),
+            Some(p) => (DocStatus::Updated, p.version.unwrap_or(0) + 1, false),
+            None => (DocStatus::Created, 1, false),
         };
         let now = now_millis();
         let n_chunks = prepared.chunks.len() as u32;
-        if status != DocStatus::Unchanged {
+        let mut warnings = prepared.warnings;
+        if !complete {
+            if status == DocStatus::Unchanged {
+                // Same content, but the stored version lacks chunks: rewrite it (same ids,
+                // same version) instead of reporting a broken version as unchanged.
+                warnings
+                    .push("the stored version was missing chunks; they were written again".into());
+            }
             let mut points = Vec::with_capacity(prepared.chunks.len());
             for (chunk, vector) in prepared.chunks.iter().zip(vectors) {
                 let mut p = StoredPoint::new(PointKind::Chunk, scope, TrustOrigin::Document, now);
@@ -576,6 +682,7 @@ impl Ingestor {
                     .await?;
                 progress(Progress::Written { chunks: n });
             }
+            cairn_models::failpoint("ingest.doc.after_chunks");
             // The commit point: the registry now names the new version.
             let mut record =
                 StoredPoint::new(PointKind::Document, scope, TrustOrigin::Document, now);
@@ -592,6 +699,7 @@ impl Ingestor {
                     record,
                 )])
                 .await?;
+            cairn_models::failpoint("ingest.doc.after_flip");
         }
         self.retire_old_versions(&partition, &prepared.source, &prepared.doc_id)
             .await?;
@@ -602,38 +710,77 @@ impl Ingestor {
             chunks: n_chunks,
             status,
             media_type: prepared.media_type.as_str().to_string(),
-            warnings: prepared.warnings,
+            warnings,
         })
     }
 
-    /// Records conversation messages verbatim. The batch is validated first and rejected
-    /// whole if any message is invalid. A message whose point already exists with the same
-    /// content is a replay (not written again); a turn id reused with different content is a
-    /// conflict and nothing of the batch is written.
+    /// Records conversation messages verbatim, keyless ones keyed by content
+    /// ([`KeylessMessages::ByContent`]): recording the same batch again (re-running a file)
+    /// writes nothing. See [`Ingestor::record_messages_with`].
     pub async fn record_messages(
         &self,
         scope: &Scope,
         messages: Vec<MessageInput>,
     ) -> Result<Vec<MessageReceipt>, IngestError> {
+        let keyed = messages.into_iter().map(KeyedMessage::from).collect();
+        self.record_messages_with(scope, keyed, KeylessMessages::ByContent)
+            .await
+    }
+
+    /// Records conversation messages verbatim. The batch is validated first (ids and the
+    /// caps of `cairn_models::limits`) and rejected whole if any message is invalid. Point
+    /// ids follow the message's key ([`KeylessMessages`]): a message whose point already
+    /// exists with the same content is a replay (not written again); a key reused with
+    /// different content is a conflict and nothing of the batch is written. Messages of
+    /// one batch with the same key collapse onto one point.
+    pub async fn record_messages_with(
+        &self,
+        scope: &Scope,
+        keyed: Vec<KeyedMessage>,
+        keyless: KeylessMessages,
+    ) -> Result<Vec<MessageReceipt>, IngestError> {
         scope
             .validate()
             .map_err(|e| IngestError::InvalidInput(e.to_string()))?;
-        for (i, m) in messages.iter().enumerate() {
-            m.validate()
-                .map_err(|e| IngestError::InvalidInput(format!("message {i}: {e}")))?;
+        for (i, k) in keyed.iter().enumerate() {
+            if let Some(id) = &k.message_id {
+                cairn_models::scope::validate_component("message_id", id)
+                    .map_err(|e| IngestError::InvalidInput(format!("message {i}: {e}")))?;
+            }
+            k.message.validate().map_err(|e| match e {
+                // Keep the type (a size cap is not a malformed request), name the message.
+                IngestError::TooLarge {
+                    source_name,
+                    size,
+                    limit,
+                } => IngestError::TooLarge {
+                    source_name: format!("message {i}: {source_name}"),
+                    size,
+                    limit,
+                },
+                other => IngestError::InvalidInput(format!("message {i}: {other}")),
+            })?;
         }
         let partition = scope.partition();
         let mut seqs = self.seqs.lock().await;
 
-        // Deterministic ids; identical messages without a turn id inside one batch are told
-        // apart by their occurrence number, so replaying a file maps each onto itself.
+        // Ids are pure functions of the key. Keys by content (explicit `ts`, or keyless
+        // under `ByContent`) tell identical messages of one batch apart by their occurrence
+        // number, so replaying a file maps each onto itself.
         let mut occurrences: HashMap<String, u32> = HashMap::new();
-        let mut ids = Vec::with_capacity(messages.len());
-        for m in &messages {
-            let key = match &m.turn_id {
-                Some(t) => format!("turn:{t}"),
-                None => {
-                    let ts = m.ts.as_ref().map(|t| format!("{t:?}")).unwrap_or_default();
+        let mut ids = Vec::with_capacity(keyed.len());
+        for k in &keyed {
+            let m = &k.message;
+            let key = match (&k.message_id, &m.turn_id, &m.ts, keyless) {
+                (Some(id), _, _, _) => format!("id:{id}"),
+                (None, Some(t), _, _) => format!("turn:{t}"),
+                (None, None, None, KeylessMessages::New) => {
+                    format!("new:{}", Uuid::new_v4().simple())
+                }
+                (None, None, ts, _) => {
+                    // The same key as before message ids existed, so stored messages
+                    // keep matching their replays.
+                    let ts = ts.as_ref().map(|t| format!("{t:?}")).unwrap_or_default();
                     let base = sha256_hex(
                         format!("{}\0{}\0{}", m.role.as_str(), m.content, ts).as_bytes(),
                     );
@@ -644,6 +791,7 @@ impl Ingestor {
             };
             ids.push(message_point_id(scope, &m.conversation_id, &key, m.role));
         }
+        let messages: Vec<MessageInput> = keyed.into_iter().map(|k| k.message).collect();
         let existing: HashMap<Uuid, StoredPoint> = self
             .store
             .retrieve(&partition, &ids, false)
@@ -654,12 +802,18 @@ impl Ingestor {
         for (m, id) in messages.iter().zip(&ids) {
             if let Some(p) = existing.get(id) {
                 if p.text.as_deref() != Some(m.content.as_str()) {
-                    return Err(IngestError::Conflict(format!(
-                        "turn {} already has a different {} message in conversation {}",
-                        m.turn_id.as_deref().unwrap_or("?"),
-                        m.role.as_str(),
-                        m.conversation_id
-                    )));
+                    return Err(IngestError::Conflict(match &m.turn_id {
+                        Some(t) => format!(
+                            "turn {t} already has a different {} message in conversation {}",
+                            m.role.as_str(),
+                            m.conversation_id
+                        ),
+                        None => format!(
+                            "another {} message with the same key is stored in conversation {}",
+                            m.role.as_str(),
+                            m.conversation_id
+                        ),
+                    }));
                 }
             }
         }
@@ -762,6 +916,7 @@ impl Ingestor {
                     record,
                 ));
             }
+            cairn_models::failpoint("ingest.messages.before_write");
             if let Err(e) = self.store.upsert(points).await {
                 // Sequence numbers handed out above were not used: reload them next time.
                 seqs.clear();

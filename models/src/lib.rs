@@ -4,12 +4,14 @@
 //! - [`ids`]: content-addressed identifiers (document ids, point ids) — stable across runs.
 //! - [`record`]: what is stored per point (document chunks, conversation messages, documents).
 //! - [`pack`]: the MemoryPack and the `agent-turn-v1` envelope returned by recall.
+//! - [`limits`]: caps on what a caller may store, and canonical JSON for digests.
 //! - [`error`]: the error classification every crate maps its errors onto.
 //! - [`failpoint`]: named crash points for the crash-consistency tests.
 
 pub mod error;
 pub mod failpoint;
 pub mod ids;
+pub mod limits;
 pub mod pack;
 pub mod record;
 pub mod scope;

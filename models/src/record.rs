@@ -101,6 +101,10 @@ pub enum PointKind {
     /// messages are deleted so a `msg:<conversation>/<seq>` ref is never reused (not
     /// searchable).
     Conversation,
+    /// The receipt of a forget: the forgotten ref in `source` and the report of what it
+    /// removed, so a retry after a crash or a lost answer learns the outcome instead of a
+    /// `404` (not searchable; holds refs, never the forgotten content).
+    Forget,
 }
 
 impl PointKind {
@@ -114,6 +118,7 @@ impl PointKind {
             PointKind::Candidate => "candidate",
             PointKind::Memory => "memory",
             PointKind::Conversation => "conversation",
+            PointKind::Forget => "forget",
         }
     }
 
@@ -239,7 +244,24 @@ impl StoredPoint {
             PointKind::Conversation => {
                 format!("conv:{}", self.conversation_id.as_deref().unwrap_or("?"))
             }
+            PointKind::Forget => format!("forget:{}", self.source.as_deref().unwrap_or("?")),
         }
+    }
+}
+
+impl StoredPoint {
+    /// The text this point's dense vector was computed from (before the model's document
+    /// prefix): a chunk's heading path, a blank line and its text; a message's speaker, `: `
+    /// and its content; otherwise the text. Must agree with what the write path embeds
+    /// (`ingest::Chunk::embedding_text`, `Ingestor::record_messages`), because forgetting
+    /// uses it to purge cached vectors.
+    pub fn embedded_text(&self) -> Option<String> {
+        let text = self.text.as_ref()?;
+        Some(match (self.kind, &self.heading, &self.speaker) {
+            (PointKind::Chunk, Some(h), _) => format!("{h}\n\n{text}"),
+            (PointKind::Message, _, Some(s)) => format!("{s}: {text}"),
+            _ => text.clone(),
+        })
     }
 }
 

@@ -37,6 +37,8 @@ pub enum RecallError {
     Store(#[from] cairn_store::StoreError),
     #[error(transparent)]
     Embed(#[from] cairn_embed::EmbedError),
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl RecallError {
@@ -45,6 +47,7 @@ impl RecallError {
             RecallError::InvalidRequest(_) => ErrorKind::BadInput,
             RecallError::Store(e) => e.kind(),
             RecallError::Embed(e) => e.kind(),
+            RecallError::Internal(_) => ErrorKind::Internal,
         }
     }
 }
@@ -214,10 +217,12 @@ impl Recaller {
                 "query must not be empty".into(),
             ));
         }
-        if req.query.len() > 8192 {
-            return Err(RecallError::InvalidRequest(
-                "query longer than 8192 bytes".into(),
-            ));
+        if req.query.len() > cairn_models::limits::MAX_QUERY_BYTES {
+            return Err(RecallError::InvalidRequest(format!(
+                "query is {} bytes; the limit is {} bytes",
+                req.query.len(),
+                cairn_models::limits::MAX_QUERY_BYTES
+            )));
         }
         let budget = req.budget.unwrap_or(self.config.default_budget);
         if !(MIN_BUDGET..=MAX_BUDGET).contains(&budget) {
@@ -232,27 +237,40 @@ impl Recaller {
     pub async fn recall(&self, req: &RecallRequest) -> Result<MemoryPack, RecallError> {
         let budget = self.check(req)?;
         let ranked = self.retrieve(req).await?;
-        let anything_relevant = ranked.iter().any(|r| r.relevant);
-        let selected = self.select(ranked);
-        let identifiers = query::identifiers(&req.query, self.config.max_identifiers);
-        let aspects = query::aspects(&req.query, &identifiers);
-        let items: Vec<PackItem> = selected
-            .into_iter()
-            .map(|r| PackItem {
-                reference: r.hit.point.reference(),
-                point: r.hit.point,
-                reason: r.reason,
-            })
-            .collect();
-        let partition = req.scope.partition();
-        let input = PackInput {
-            partition: &partition,
-            query: &req.query,
-            aspects: &aspects,
-            budget,
-            anything_relevant,
+        // Selection (dedup and MMR, quadratic in the pool) and the pack (tokenizing every
+        // candidate, conflict frames) are CPU work of milliseconds to tens of them: on the
+        // blocking pool, so they never hold an async worker that other requests need.
+        let this = Recaller {
+            store: Arc::clone(&self.store),
+            embedder: self.embedder.clone(),
+            config: self.config.clone(),
         };
-        Ok(build_pack(&input, &items, self.embedder.tokenizer()))
+        let query = req.query.clone();
+        let partition = req.scope.partition();
+        tokio::task::spawn_blocking(move || {
+            let anything_relevant = ranked.iter().any(|r| r.relevant);
+            let selected = this.select(ranked);
+            let identifiers = query::identifiers(&query, this.config.max_identifiers);
+            let aspects = query::aspects(&query, &identifiers);
+            let items: Vec<PackItem> = selected
+                .into_iter()
+                .map(|r| PackItem {
+                    reference: r.hit.point.reference(),
+                    point: r.hit.point,
+                    reason: r.reason,
+                })
+                .collect();
+            let input = PackInput {
+                partition: &partition,
+                query: &query,
+                aspects: &aspects,
+                budget,
+                anything_relevant,
+            };
+            build_pack(&input, &items, this.embedder.tokenizer())
+        })
+        .await
+        .map_err(|e| RecallError::Internal(format!("pack task: {e}")))
     }
 
     /// Hybrid retrieval: every candidate, fused and explained, best first, current document

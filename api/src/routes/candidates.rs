@@ -2,12 +2,13 @@
 
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
+use cairn_models::limits;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{page, partition_of, query_error, CommonErrors, QueryResult, ScopeQuery};
+use super::{detached, page, partition_of, query_error, CommonErrors, QueryResult, ScopeQuery};
 use crate::candidates::{
     self, CandidateRequest, CandidateStatus, CandidateView, DecisionRequest, EventReceipt,
     EventRequest, EventView, ProposeResponse,
@@ -67,11 +68,15 @@ async fn post_event(
 ) -> Result<Json<EventReceipt>, ApiError> {
     body.scope.validate()?;
     state.auth.check_propose(&headers, &body.scope)?;
-    let receipt = candidates::post_event(&state.engine, body).await?;
-    if receipt.created {
-        state.metrics.add("events_recorded", 1);
-    }
-    Ok(Json(receipt))
+    limits::check_metadata("metadata", body.metadata.as_ref())?;
+    detached(async move {
+        let receipt = candidates::post_event(&state.engine, body).await?;
+        if receipt.created {
+            state.metrics.add("events_recorded", 1);
+        }
+        Ok(Json(receipt))
+    })
+    .await
 }
 
 /// One event.
@@ -111,11 +116,20 @@ async fn propose(
 ) -> Result<Json<ProposeResponse>, ApiError> {
     body.scope.validate()?;
     state.auth.check_propose(&headers, &body.scope)?;
-    let response = candidates::propose(&state.engine, body).await?;
-    if response.created {
-        state.metrics.add("candidates_proposed", 1);
-    }
-    Ok(Json(response))
+    limits::check_metadata("metadata", body.metadata.as_ref())?;
+    limits::check_count(
+        "evidence_refs",
+        body.evidence_refs.len(),
+        candidates::MAX_EVIDENCE,
+    )?;
+    detached(async move {
+        let response = candidates::propose(&state.engine, body).await?;
+        if response.created {
+            state.metrics.add("candidates_proposed", 1);
+        }
+        Ok(Json(response))
+    })
+    .await
 }
 
 /// The scope's candidates, oldest proposal first, optionally of one status.
@@ -164,16 +178,19 @@ async fn decide(
 ) -> Result<Json<CandidateView>, ApiError> {
     body.scope.validate()?;
     state.auth.check_scope(&headers, &body.scope)?;
-    let view = candidates::decide(&state.engine, &body.scope, &id, approve, body.note).await?;
-    state.metrics.add(
-        if approve {
-            "candidates_approved"
-        } else {
-            "candidates_rejected"
-        },
-        1,
-    );
-    Ok(Json(view))
+    detached(async move {
+        let view = candidates::decide(&state.engine, &body.scope, &id, approve, body.note).await?;
+        state.metrics.add(
+            if approve {
+                "candidates_approved"
+            } else {
+                "candidates_rejected"
+            },
+            1,
+        );
+        Ok(Json(view))
+    })
+    .await
 }
 
 /// Approve a candidate: it becomes a searchable memory (`mem:<id>`, trust origin

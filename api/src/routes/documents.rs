@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{query_error, CommonErrors, DeleteQuery, QueryResult, ScopeQuery};
+use super::{detached, query_error, CommonErrors, DeleteQuery, QueryResult, ScopeQuery};
 use crate::error::{ApiError, ErrorBody};
 use crate::forget;
 use crate::json::Json;
@@ -38,6 +38,7 @@ pub struct DocumentBody {
     /// `text/plain` (default) or `text/markdown`; upload PDFs with multipart.
     #[serde(default = "default_media")]
     pub media_type: String,
+    /// Copied onto every chunk: at most 16 KiB serialized.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
@@ -56,7 +57,7 @@ pub struct UploadForm {
     pub namespace: Option<String>,
     pub agent: Option<String>,
     pub session: Option<String>,
-    /// Default: the file name.
+    /// Default: the file name. At most 1024 bytes.
     pub source: Option<String>,
     /// The file (txt, md, pdf); its type comes from the part's content type or file name.
     #[schema(value_type = String, format = Binary)]
@@ -119,11 +120,6 @@ async fn post_document(
                 body.media_type
             ))
         })?;
-    if body.source.trim().is_empty() || body.source.len() > 1024 {
-        return Err(ApiError::InvalidRequest(
-            "source must be 1 to 1024 bytes".into(),
-        ));
-    }
     let input = DocumentInput {
         source: body.source,
         content: DocSource::Bytes {
@@ -132,7 +128,11 @@ async fn post_document(
         },
         metadata: body.metadata,
     };
-    Ok(Json(ingest_one(&state, &body.scope, input).await?))
+    // The library's caps (source, metadata), checked here too so the answer comes before
+    // any work is started.
+    input.validate()?;
+    let scope = body.scope;
+    detached(async move { Ok(Json(ingest_one(&state, &scope, input).await?)) }).await
 }
 
 /// Upload a file (txt, md, pdf) as multipart: text fields `tenant`, `user`, `namespace`,
@@ -205,7 +205,9 @@ async fn upload_document(
         content: DocSource::Bytes { bytes, media_type },
         metadata: None,
     };
-    Ok(Json(ingest_one(&state, &scope, input).await?))
+    // Source caps as on the JSON route (1 to 1024 bytes).
+    input.validate()?;
+    detached(async move { Ok(Json(ingest_one(&state, &scope, input).await?)) }).await
 }
 
 /// The scope's documents (current versions), sorted by source.
@@ -267,10 +269,14 @@ async fn delete_document(
     let partition = q.partition(&state, &headers)?;
     cairn_models::scope::validate_component("doc_id", &id)
         .map_err(|_| ApiError::NotFound(format!("no document {id} in this scope")))?;
-    let (mut deleted, _) = forget::forget_document(&state.engine, &partition, &id, q.hard).await?;
-    state.metrics.add("forgets", 1);
-    deleted
-        .pop()
-        .map(Json)
-        .ok_or_else(|| ApiError::NotFound(format!("no document {id} in this scope")))
+    detached(async move {
+        let (mut deleted, _) =
+            forget::forget_document(&state.engine, &partition, &id, q.hard).await?;
+        state.metrics.add("forgets", 1);
+        deleted
+            .pop()
+            .map(Json)
+            .ok_or_else(|| ApiError::NotFound(format!("no document {id} in this scope")))
+    })
+    .await
 }

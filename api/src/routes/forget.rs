@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::CommonErrors;
+use super::{detached, CommonErrors};
 use crate::error::{ApiError, ErrorBody};
 use crate::forget::{self, ForgetReport};
 use crate::json::Json;
@@ -53,13 +53,16 @@ async fn forget_handler(
     body.scope.validate()?;
     state.auth.check_scope(&headers, &body.scope)?;
     let reference = Ref::parse(&body.reference)?;
-    let report = forget::forget(
-        &state.engine,
-        &body.scope.partition(),
-        &reference,
-        body.hard,
-    )
-    .await?;
-    state.metrics.add("forgets", 1);
-    Ok(Json(report))
+    detached(async move {
+        let report = forget::forget(
+            &state.engine,
+            &body.scope.partition(),
+            &reference,
+            body.hard,
+        )
+        .await?;
+        state.metrics.add("forgets", 1);
+        Ok(Json(report))
+    })
+    .await
 }

@@ -2,7 +2,9 @@
 
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
+use cairn_ingest::messages::{KeyedMessage, KeylessMessages};
 use cairn_ingest::{MessageInput, MessageReceipt};
+use cairn_models::limits;
 use cairn_models::{PointKind, Scope, StoredPoint};
 use cairn_store::Filter;
 use serde::{Deserialize, Serialize};
@@ -10,7 +12,7 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{query_error, CommonErrors, DeleteQuery, QueryResult, ScopeQuery};
+use super::{detached, query_error, CommonErrors, DeleteQuery, QueryResult, ScopeQuery};
 use crate::error::{ApiError, ErrorBody};
 use crate::evidence::scroll_all;
 use crate::forget::{self, ForgetReport};
@@ -34,7 +36,45 @@ pub struct MessagesBody {
     pub scope: Scope,
     /// 1 to 1000 messages.
     #[schema(value_type = Vec<crate::schema::MessageInput>)]
-    pub messages: Vec<MessageInput>,
+    pub messages: Vec<PostedMessage>,
+}
+
+/// One message of `POST /v1/messages`: a [`MessageInput`] plus the optional idempotency key
+/// `message_id`. (Its own type because serde's `flatten` does not combine with
+/// `deny_unknown_fields`.)
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostedMessage {
+    pub conversation_id: String,
+    pub role: cairn_models::Role,
+    pub content: String,
+    #[serde(default)]
+    pub ts: Option<cairn_ingest::Timestamp>,
+    #[serde(default)]
+    pub turn_id: Option<String>,
+    #[serde(default)]
+    pub message_id: Option<String>,
+    #[serde(default)]
+    pub speaker: Option<String>,
+    #[serde(default)]
+    pub metadata: Option<serde_json::Value>,
+}
+
+impl From<PostedMessage> for KeyedMessage {
+    fn from(m: PostedMessage) -> Self {
+        KeyedMessage {
+            message: MessageInput {
+                conversation_id: m.conversation_id,
+                role: m.role,
+                content: m.content,
+                ts: m.ts,
+                turn_id: m.turn_id,
+                speaker: m.speaker,
+                metadata: m.metadata,
+            },
+            message_id: m.message_id,
+        }
+    }
 }
 
 /// `POST /v1/messages` response.
@@ -71,8 +111,11 @@ pub struct ConversationPage {
     pub total: usize,
 }
 
-/// Record conversation messages verbatim. Replays (same turn id and role, or the same
-/// content at the same position of a batch) collapse onto the stored message.
+/// Record conversation messages verbatim. A message is identified by an explicit key: its
+/// `message_id`, else its `turn_id` (with the role), else its `ts` (with role and content).
+/// Recording a key again with the same content is a replay (`created: false`); with other
+/// content, `409 conflict`. A message without any key is always new: two posts of "ok"
+/// are two messages. Limits: content 32 KiB, metadata 16 KiB (`413 payload_too_large`).
 #[utoipa::path(post, path = "/messages", tag = "messages", request_body = MessagesBody,
     responses(
         (status = 200, description = "One receipt per message", body = MessagesResponse),
@@ -86,18 +129,27 @@ async fn post_messages(
 ) -> Result<Json<MessagesResponse>, ApiError> {
     body.scope.validate()?;
     state.auth.check_scope(&headers, &body.scope)?;
-    if body.messages.is_empty() || body.messages.len() > 1000 {
+    if body.messages.is_empty() {
         return Err(ApiError::InvalidRequest("send 1 to 1000 messages".into()));
     }
-    let receipts = state
-        .engine
-        .ingestor
-        .record_messages(&body.scope, body.messages)
-        .await?;
-    let created = receipts.iter().filter(|r| r.created).count() as u64;
-    state.metrics.add("messages_recorded", created);
-    state.engine.note_written(created);
-    Ok(Json(MessagesResponse { receipts }))
+    limits::check_count(
+        "messages",
+        body.messages.len(),
+        limits::MAX_MESSAGES_PER_REQUEST,
+    )?;
+    let messages: Vec<KeyedMessage> = body.messages.into_iter().map(Into::into).collect();
+    detached(async move {
+        let receipts = state
+            .engine
+            .ingestor
+            .record_messages_with(&body.scope, messages, KeylessMessages::New)
+            .await?;
+        let created = receipts.iter().filter(|r| r.created).count() as u64;
+        state.metrics.add("messages_recorded", created);
+        state.engine.note_written(created);
+        Ok(Json(MessagesResponse { receipts }))
+    })
+    .await
 }
 
 /// A conversation's messages in order.
@@ -177,9 +229,12 @@ async fn delete_message(
             "{reference} is not a message ref (msg:<conversation>/<seq>)"
         )));
     }
-    let report = forget::forget(&state.engine, &partition, &parsed, q.hard).await?;
-    state.metrics.add("forgets", 1);
-    Ok(Json(report))
+    detached(async move {
+        let report = forget::forget(&state.engine, &partition, &parsed, q.hard).await?;
+        state.metrics.add("forgets", 1);
+        Ok(Json(report))
+    })
+    .await
 }
 
 /// Delete a whole conversation and what derives from it (tombstoning its completed turns).
@@ -199,7 +254,10 @@ async fn delete_conversation(
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition(&state, &headers)?;
     cairn_models::scope::validate_component("conversation_id", &id)?;
-    let report = forget::forget(&state.engine, &partition, &Ref::Conv(id), q.hard).await?;
-    state.metrics.add("forgets", 1);
-    Ok(Json(report))
+    detached(async move {
+        let report = forget::forget(&state.engine, &partition, &Ref::Conv(id), q.hard).await?;
+        state.metrics.add("forgets", 1);
+        Ok(Json(report))
+    })
+    .await
 }

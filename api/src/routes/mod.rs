@@ -31,7 +31,14 @@ use crate::SharedState;
             Errors are `{\"error\": {\"code\", \"message\", \"hint\"?}}` with a stable `code`. \
             When the server has API keys, send `Authorization: Bearer <key>`; a key reaches only \
             its tenant (and users), and a proposer key only `POST /v1/events` and \
-            `POST /v1/candidates`.",
+            `POST /v1/candidates`. Without keys the server answers only loopback `Host`s and \
+            `Origin`s (`403 forbidden_origin` otherwise).\n\n\
+            Limits: document and message `metadata` at most 16 KiB serialized, `source` at most \
+            1024 bytes, message content at most 32 KiB (`413 payload_too_large`, naming the \
+            limit); at most 1000 messages per request, 64 `refers_to` refs, 16 values per \
+            recall filter list (`400 too_many_items`); recall queries at most 8192 bytes. \
+            A write that outlives the request timeout (`504 timeout`) still completes: \
+            retry it with the same key to get its outcome.",
         license(name = "Apache-2.0")
     ),
     modifiers(&BearerAuth),
@@ -98,13 +105,20 @@ impl utoipa::IntoResponses for CommonErrors {
             )
         };
         [
-            ("400", "`invalid_request`: malformed JSON, wrong types, bad scope or ids"),
+            (
+                "400",
+                "`invalid_request`: malformed JSON, wrong types, bad scope or ids; `too_many_items`: a list over its limit",
+            ),
             ("401", "`unauthorized`: missing or unknown API key"),
             (
                 "403",
-                "`scope_forbidden`: the key may not access that tenant/user; `forbidden`: a proposer key",
+                "`scope_forbidden`: the key may not access that tenant/user; `forbidden`: a proposer key; `forbidden_origin`: no API keys and a non-loopback Host or Origin",
             ),
-            ("413", "`payload_too_large`: body over the server's limit"),
+            ("405", "`method_not_allowed`: the route does not take this method"),
+            (
+                "413",
+                "`payload_too_large`: body over the server's limit, or a field over its limit (the message names it)",
+            ),
             ("415", "`unsupported_media_type`: not JSON"),
             ("500", "`internal`: a bug; details are logged, not returned"),
             ("503", "`unavailable`: model or storage unavailable"),
@@ -114,6 +128,21 @@ impl utoipa::IntoResponses for CommonErrors {
         .map(|(status, description)| (status.to_string(), error(description)))
         .collect()
     }
+}
+
+/// Runs a handler's service call to its end even if the request is given up: the request
+/// timeout (or a client hanging up) drops the handler's future, which would otherwise stop
+/// a write between two store calls (a 504 while the ingest carries on half-way, a turn
+/// with one message). In a spawned task the work finishes; the client gets `504 timeout`
+/// and an idempotent retry returns the outcome.
+pub(crate) async fn detached<T, F>(work: F) -> Result<T, ApiError>
+where
+    F: std::future::Future<Output = Result<T, ApiError>> + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::spawn(work)
+        .await
+        .map_err(|e| ApiError::Internal(format!("write task: {e}")))?
 }
 
 /// Scope of a GET request, from the query string.

@@ -2,6 +2,7 @@
 
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
+use cairn_models::limits;
 use cairn_models::{MemoryPack, Scope, TurnEnvelope};
 use cairn_recall::{RecallFilters, RecallRequest};
 use serde::Deserialize;
@@ -9,7 +10,7 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::CommonErrors;
+use super::{detached, CommonErrors};
 use crate::error::{ApiError, ErrorBody};
 use crate::json::Json;
 use crate::turns::{self, CompleteRequest, PrepareRequest, TurnReceipt};
@@ -28,7 +29,7 @@ pub(super) fn router() -> OpenApiRouter<SharedState> {
 pub struct RecallBody {
     #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
-    /// At most 8192 bytes.
+    /// 1 to 8192 bytes (longer: `400 invalid_request`).
     pub query: String,
     /// Tokens of the pack's Markdown (default 1000).
     #[serde(default)]
@@ -38,7 +39,20 @@ pub struct RecallBody {
     pub filters: RecallFilters,
 }
 
-/// Recall a token-budgeted MemoryPack for a query. Pending and rejected candidates are never
+/// The list caps of recall filters (each list at most 16 values).
+fn check_filters(filters: &RecallFilters) -> Result<(), ApiError> {
+    let max = limits::MAX_FILTER_VALUES;
+    if let Some(t) = &filters.trust {
+        limits::check_count("filters.trust", t.len(), max)?;
+    }
+    if let Some(k) = &filters.kinds {
+        limits::check_count("filters.kinds", k.len(), max)?;
+    }
+    Ok(())
+}
+
+/// Recall a token-budgeted MemoryPack for a query (1 to 8192 bytes; a longer one is
+/// `400 invalid_request`). Pending and rejected candidates are never
 /// recalled; approved ones are, as `memory` items with trust origin `third_party_agent`.
 #[utoipa::path(post, path = "/recall", tag = "recall", request_body = RecallBody,
     responses((status = 200, description = "The MemoryPack", body = crate::schema::MemoryPack), CommonErrors))]
@@ -49,6 +63,7 @@ async fn recall_handler(
 ) -> Result<Json<MemoryPack>, ApiError> {
     body.scope.validate()?;
     state.auth.check_scope(&headers, &body.scope)?;
+    check_filters(&body.filters)?;
     let pack = state
         .engine
         .recaller
@@ -64,7 +79,7 @@ async fn recall_handler(
 }
 
 /// agent-turn-v1 prepare: recall for the user's message before the model call. Persists
-/// nothing.
+/// nothing. The user message is the query: 1 to 8192 bytes (longer: `400 invalid_request`).
 #[utoipa::path(post, path = "/turns/prepare", tag = "recall", request_body = PrepareRequest,
     responses((status = 200, description = "The agent-turn-v1 envelope", body = crate::schema::TurnEnvelope), CommonErrors))]
 async fn prepare_handler(
@@ -74,6 +89,7 @@ async fn prepare_handler(
 ) -> Result<Json<TurnEnvelope>, ApiError> {
     body.scope.validate()?;
     state.auth.check_scope(&headers, &body.scope)?;
+    check_filters(&body.filters)?;
     let envelope = turns::prepare(&state.engine, body).await?;
     state.metrics.add("recalls", 1);
     Ok(Json(envelope))
@@ -96,10 +112,15 @@ async fn complete_handler(
 ) -> Result<Json<TurnReceipt>, ApiError> {
     body.scope.validate()?;
     state.auth.check_scope(&headers, &body.scope)?;
-    let receipt = turns::complete(&state.engine, &turn_id, body).await?;
-    state.metrics.add("turns_completed", 1);
-    // Replays write nothing; counting them as two messages only brings an index build
-    // slightly forward.
-    state.engine.note_written(2);
-    Ok(Json(receipt))
+    // Detached: a completion cut by the timeout between its two messages and its receipt
+    // would be repaired by a retry, but only if the client retries; run it to its end.
+    detached(async move {
+        let receipt = turns::complete(&state.engine, &turn_id, body).await?;
+        state.metrics.add("turns_completed", 1);
+        // Replays write nothing; counting them as two messages only brings an index build
+        // slightly forward.
+        state.engine.note_written(2);
+        Ok(Json(receipt))
+    })
+    .await
 }
