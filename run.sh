@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 ./scripts/setup.sh
-cargo build --release -p cairn-api --bin cairn
+cargo build --release --workspace --bin cairn
 CAIRN=./target/release/cairn
 export CAIRN_DATA_DIR="${CAIRN_DATA_DIR:-./cairn-data}"
 echo "== ingest README.md and ARCHITECTURE.md into $CAIRN_DATA_DIR (tenant 'demo')"

@@ -16,17 +16,18 @@
 
 use cairn_ingest::Timestamp;
 use cairn_models::failpoint;
-use cairn_models::ids::{normalize_content, sha256_hex};
+use cairn_models::ids::{
+    candidate_id, candidate_record_id, event_id, event_record_id, memory_point_id, sha256_hex,
+};
 use cairn_models::scope::validate_component;
-use cairn_models::{Partition, PointKind, Scope, StoredPoint, TrustOrigin};
+use cairn_models::{Partition, PointKind, Ref, Scope, StoredPoint, TrustOrigin};
 use cairn_store::{Filter, UpsertPoint};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::engine::Engine;
 use crate::error::ApiError;
-use crate::evidence::{exists, record_point_id, scroll_all};
-use crate::refs::Ref;
+use crate::evidence::{exists, scroll_all};
 
 /// Longest event content, in bytes.
 pub const MAX_EVENT_BYTES: usize = 64 * 1024;
@@ -86,7 +87,7 @@ pub struct EventView {
 fn event_view(p: &StoredPoint) -> EventView {
     let id = p.doc_id.clone().unwrap_or_default();
     EventView {
-        reference: format!("evt:{id}"),
+        reference: Ref::evt(id.as_str()).to_string(),
         event_id: id,
         source_agent: p.agent.clone(),
         content: p.text.clone().unwrap_or_default(),
@@ -110,20 +111,10 @@ pub async fn post_event(engine: &Engine, req: EventRequest) -> Result<EventRecei
         None => None,
     };
     let partition = req.scope.partition();
-    let id = sha256_hex(
-        format!(
-            "evt\0{}\0{}\0{}\0{}",
-            partition.key(),
-            req.source_agent,
-            normalize_content(&req.content),
-            ts.map(|t| t.to_string()).unwrap_or_default()
-        )
-        .as_bytes(),
-    )[..32]
-        .to_string();
-    let point_id = record_point_id("event", &partition, &id);
+    let id = event_id(&partition, &req.source_agent, &req.content, ts);
+    let point_id = event_record_id(&partition, &id);
     let receipt = |created| EventReceipt {
-        reference: format!("evt:{id}"),
+        reference: Ref::evt(id.as_str()).to_string(),
         event_id: id.clone(),
         created,
     };
@@ -165,7 +156,7 @@ pub async fn get_event(
 ) -> Result<EventView, ApiError> {
     engine
         .store
-        .retrieve(partition, &[record_point_id("event", partition, id)], false)
+        .retrieve(partition, &[event_record_id(partition, id)], false)
         .await?
         .first()
         .map(|h| event_view(&h.point))
@@ -313,7 +304,7 @@ impl Stored {
     pub(crate) fn view(&self) -> CandidateView {
         let id = self.id();
         CandidateView {
-            reference: format!("cand:{id}"),
+            reference: Ref::cand(id.as_str()).to_string(),
             status: self.state.status,
             source_agent: self.state.source_agent.clone(),
             memory_type: self.state.memory_type.clone(),
@@ -324,7 +315,7 @@ impl Stored {
             decided_at: self.state.decided_at,
             note: self.state.note.clone(),
             memory_ref: (self.state.status == CandidateStatus::Approved)
-                .then(|| format!("mem:{id}")),
+                .then(|| Ref::mem(id.as_str()).to_string()),
             invalidated_by: self.state.invalidated_by.clone(),
             metadata: self.state.metadata.clone(),
             candidate_id: id,
@@ -347,7 +338,7 @@ async fn save(engine: &Engine, stored: &Stored) -> Result<(), ApiError> {
         serde_json::to_value(&stored.state)
             .map_err(|e| ApiError::Internal(format!("candidate state: {e}")))?,
     );
-    let id = record_point_id("candidate", &partition_of(&point), &stored.id());
+    let id = candidate_record_id(&partition_of(&point), &stored.id());
     engine
         .store
         .upsert(vec![UpsertPoint {
@@ -368,11 +359,7 @@ pub(crate) async fn load(
 ) -> Result<Option<Stored>, ApiError> {
     match engine
         .store
-        .retrieve(
-            partition,
-            &[record_point_id("candidate", partition, id)],
-            false,
-        )
+        .retrieve(partition, &[candidate_record_id(partition, id)], false)
         .await?
         .into_iter()
         .next()
@@ -415,7 +402,7 @@ fn canonical_evidence(refs: &[String]) -> Result<Vec<Ref>, ApiError> {
     }
     let mut out = Vec::with_capacity(refs.len());
     for r in refs {
-        let parsed = Ref::parse(r)?;
+        let parsed = Ref::parse_input(r)?;
         if !parsed.is_evidence() {
             return Err(ApiError::InvalidRequest(format!(
                 "{r} cannot be evidence (use doc:, msg: or evt: refs)"
@@ -461,18 +448,13 @@ pub async fn propose(engine: &Engine, req: CandidateRequest) -> Result<ProposeRe
     let evidence = canonical_evidence(&req.evidence_refs)?;
     let evidence_refs: Vec<String> = evidence.iter().map(ToString::to_string).collect();
     let partition = req.scope.partition();
-    let id = sha256_hex(
-        format!(
-            "cand\0{}\0{}\0{}\0{}\0{}",
-            partition.key(),
-            req.source_agent,
-            req.memory_type,
-            normalize_content(&req.content),
-            evidence_refs.join("\0")
-        )
-        .as_bytes(),
-    )[..32]
-        .to_string();
+    let id = candidate_id(
+        &partition,
+        &req.source_agent,
+        &req.memory_type,
+        &req.content,
+        &evidence,
+    );
 
     let _serial = engine.review_lock.lock().await;
     if let Some(existing) = load(engine, &partition, &id).await? {
@@ -576,7 +558,7 @@ pub(crate) async fn write_memory(engine: &Engine, stored: &Stored) -> Result<(),
     engine
         .store
         .upsert(vec![UpsertPoint {
-            id: record_point_id("memory", &partition, &stored.id()),
+            id: memory_point_id(&partition, &stored.id()),
             dense: Some(dense),
             bm25_text: Some(text),
             payload: p,
@@ -592,7 +574,7 @@ async fn memory_stored(engine: &Engine, stored: &Stored) -> Result<bool, ApiErro
         .store
         .retrieve(
             &partition,
-            &[record_point_id("memory", &partition, &stored.id())],
+            &[memory_point_id(&partition, &stored.id())],
             false,
         )
         .await?
@@ -604,10 +586,7 @@ pub(crate) async fn remove_memory(engine: &Engine, stored: &Stored) -> Result<()
     let partition = partition_of(&stored.point);
     engine
         .store
-        .delete_ids(
-            &partition,
-            vec![record_point_id("memory", &partition, &stored.id())],
-        )
+        .delete_ids(&partition, vec![memory_point_id(&partition, &stored.id())])
         .await?;
     Ok(())
 }
@@ -627,7 +606,7 @@ pub(crate) async fn invalidate(
             .store
             .delete_ids(
                 &partition,
-                vec![record_point_id("candidate", &partition, &stored.id())],
+                vec![candidate_record_id(&partition, &stored.id())],
             )
             .await?;
         return Ok(());

@@ -1,22 +1,11 @@
 //! Looking up stored evidence by reference, inside one partition.
 
 use cairn_ingest::catalog;
-use cairn_models::ids::CAIRN_NAMESPACE;
-use cairn_models::{Partition, PointKind};
+use cairn_models::ids::event_record_id;
+use cairn_models::{Partition, PointKind, Ref};
 use cairn_store::{Filter, Hit, MemoryStore};
-use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::refs::Ref;
-
-/// Point id of a record of `kind` ("event", "candidate", "memory") with caller-visible id
-/// `id` in `partition`. A pure function of its inputs, like every Cairn id.
-pub fn record_point_id(kind: &str, partition: &Partition, id: &str) -> Uuid {
-    Uuid::new_v5(
-        &CAIRN_NAMESPACE,
-        format!("{kind}\0{}\0{id}", partition.key()).as_bytes(),
-    )
-}
 
 /// Every point of the partition matching `filter`.
 pub async fn scroll_all(
@@ -24,16 +13,7 @@ pub async fn scroll_all(
     partition: &Partition,
     filter: Filter,
 ) -> Result<Vec<Hit>, ApiError> {
-    let mut out = Vec::new();
-    let mut offset = None;
-    loop {
-        let (page, next) = store.scroll(partition, filter.clone(), 512, offset).await?;
-        out.extend(page);
-        match next {
-            Some(n) => offset = Some(n),
-            None => return Ok(out),
-        }
-    }
+    Ok(store.scroll_all(partition, filter).await?)
 }
 
 /// The message points `msg:<conversation>/<seq>` names.
@@ -67,9 +47,9 @@ pub async fn exists(
             .await?
             .is_empty(),
         Ref::Evt(id) => !store
-            .retrieve(partition, &[record_point_id("event", partition, id)], false)
+            .retrieve(partition, &[event_record_id(partition, id)], false)
             .await?
             .is_empty(),
-        Ref::Conv(_) | Ref::Turn(_) | Ref::Cand(_) | Ref::Mem(_) => false,
+        Ref::Conv(_) | Ref::Turn(_) | Ref::Cand(_) | Ref::Mem(_) | Ref::Forget(_) => false,
     })
 }

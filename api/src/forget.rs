@@ -23,8 +23,10 @@
 use std::collections::{BTreeSet, HashSet};
 
 use cairn_ingest::catalog::{self, CommitGuard, DocumentEvidence};
-use cairn_models::ids::turn_record_id;
-use cairn_models::{failpoint, DocumentInfo, Partition, PointKind, Scope, StoredPoint};
+use cairn_models::ids::{event_record_id, forget_receipt_id, turn_record_id};
+use cairn_models::{
+    failpoint, DocumentInfo, ModelError, Partition, PointKind, Ref, Scope, StoredPoint,
+};
 use cairn_store::{Filter, Hit, UpsertPoint};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -32,8 +34,7 @@ use utoipa::ToSchema;
 use crate::candidates::{self, CandidateStatus, Stored};
 use crate::engine::Engine;
 use crate::error::ApiError;
-use crate::evidence::{find_message, record_point_id, scroll_all};
-use crate::refs::Ref;
+use crate::evidence::{find_message, scroll_all};
 
 /// What a forget removed and invalidated.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -161,7 +162,7 @@ async fn tombstone(
             .upsert(vec![UpsertPoint::record(record_id, record)])
             .await?;
     }
-    let t = format!("turn:{turn_id}");
+    let t = Ref::turn(turn_id).to_string();
     if !report.tombstoned_turns.contains(&t) {
         report.tombstoned_turns.push(t);
     }
@@ -220,7 +221,7 @@ async fn apply_candidates(
     report: &mut ForgetReport,
 ) -> Result<(), ApiError> {
     for (stored, action) in plan {
-        let cand = format!("cand:{}", stored.id());
+        let cand = Ref::cand(stored.id()).to_string();
         match action {
             Action::Invalidate => {
                 candidates::invalidate(engine, stored, by, hard).await?;
@@ -254,11 +255,7 @@ pub async fn forget_document(
     doc_id: &str,
     hard: bool,
 ) -> Result<(Vec<DocumentInfo>, ForgetReport), ApiError> {
-    let r = Ref::Doc {
-        doc_id: doc_id.to_string(),
-        chunk: None,
-    };
-    forget_inner(engine, partition, &r, hard).await
+    forget_inner(engine, partition, &Ref::doc(doc_id), hard).await
 }
 
 /// The evidence a forget found, deleted after the derived data.
@@ -363,10 +360,14 @@ async fn forget_inner(
             (Evidence::Messages(hits), stored)
         }
         Ref::Evt(id) => {
-            let point = record_point_id("event", partition, id);
+            let point = event_record_id(partition, id);
             removed.refs.insert(by.clone());
             let stored = !store.retrieve(partition, &[point], false).await?.is_empty();
             (Evidence::Event(point), stored)
+        }
+        Ref::Forget(_) => {
+            // Receipts are internal: no caller can name one (`Ref::parse_input`).
+            return Err(ModelError::InvalidRef { value: by.clone() }.into());
         }
         Ref::Cand(id) | Ref::Mem(id) => {
             let stored = candidates::load(engine, partition, id)
@@ -376,15 +377,15 @@ async fn forget_inner(
                 })
                 .ok_or_else(not_found)?;
             if stored.status() == CandidateStatus::Approved {
-                report.removed.push(format!("mem:{id}"));
+                report.removed.push(Ref::mem(id.as_str()).to_string());
             }
             candidates::invalidate(engine, stored, &by, hard).await?;
-            report.invalidated.push(format!("cand:{id}"));
+            report.invalidated.push(Ref::cand(id.as_str()).to_string());
             (Evidence::None, true)
         }
     };
     let plan = plan_candidates(engine, partition, &removed, hard).await?;
-    let prior = load_receipt(engine, partition, &by).await?;
+    let prior = load_receipt(engine, partition, reference).await?;
     if !stored && plan.is_empty() && turns.is_empty() {
         // Nothing left to do: a forget that already finished (its answer may have been lost
         // to a crash or a timeout) answers what it did; an unknown ref is 404.
@@ -395,7 +396,7 @@ async fn forget_inner(
                 // is flushed and the answer says the ref is now hard-forgotten.
                 done.hard = true;
                 store.flush().await?;
-                save_receipt(engine, partition, &done, &docs).await?;
+                save_receipt(engine, partition, reference, &done, &docs).await?;
                 Ok((docs, done))
             }
             None => Err(not_found()),
@@ -419,7 +420,7 @@ async fn forget_inner(
             documents = prior_docs.clone();
         }
     }
-    save_receipt(engine, partition, &report, &documents).await?;
+    save_receipt(engine, partition, reference, &report, &documents).await?;
     failpoint("forget.after_derived");
 
     // 3. The evidence. A hard forget also purges the cached vectors of the forgotten texts
@@ -453,10 +454,10 @@ async fn forget_inner(
             if !found.is_empty() {
                 catalog::delete_document_evidence(store, partition, &doc_id, &found, &commits)
                     .await?;
-                report.removed.push(format!("doc:{doc_id}"));
-                report
-                    .removed
-                    .extend((0..found.chunk_refs).map(|i| format!("doc:{doc_id}#{i}")));
+                report.removed.push(Ref::doc(doc_id.as_str()).to_string());
+                report.removed.extend(
+                    (0..found.chunk_refs).map(|i| Ref::chunk(doc_id.as_str(), i).to_string()),
+                );
             }
         }
         Evidence::Messages(hits) => {
@@ -476,7 +477,7 @@ async fn forget_inner(
         }
         Evidence::None => {}
     }
-    save_receipt(engine, partition, &report, &documents).await?;
+    save_receipt(engine, partition, reference, &report, &documents).await?;
     failpoint("forget.after_evidence");
     if hard {
         store.flush().await?;
@@ -491,20 +492,16 @@ async fn forget_inner(
     Ok((documents, report))
 }
 
-fn receipt_id(partition: &Partition, by: &str) -> uuid::Uuid {
-    record_point_id("forget", partition, by)
-}
-
 /// The stored receipt of an earlier forget of `by` (its report and the documents it
 /// deleted), if any.
 async fn load_receipt(
     engine: &Engine,
     partition: &Partition,
-    by: &str,
+    by: &Ref,
 ) -> Result<Option<(ForgetReport, Vec<DocumentInfo>)>, ApiError> {
     let hits = engine
         .store
-        .retrieve(partition, &[receipt_id(partition, by)], false)
+        .retrieve(partition, &[forget_receipt_id(partition, by)], false)
         .await?;
     let Some(meta) = hits.into_iter().next().and_then(|h| h.point.metadata) else {
         return Ok(None);
@@ -521,11 +518,13 @@ async fn load_receipt(
     Ok(report.map(|r| (r, documents)))
 }
 
-/// Writes (or overwrites) the receipt of a forget. Twice per forget: after the derived
-/// changes and after the evidence is gone, so a retry at any point can answer in full.
+/// Writes (or overwrites) the receipt of a forget of `by`. Twice per forget: after the
+/// derived changes and after the evidence is gone, so a retry at any point can answer in
+/// full.
 async fn save_receipt(
     engine: &Engine,
     partition: &Partition,
+    by: &Ref,
     report: &ForgetReport,
     documents: &[DocumentInfo],
 ) -> Result<(), ApiError> {
@@ -553,7 +552,7 @@ async fn save_receipt(
     engine
         .store
         .upsert(vec![UpsertPoint::record(
-            receipt_id(partition, &report.reference),
+            forget_receipt_id(partition, by),
             record,
         )])
         .await?;

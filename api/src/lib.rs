@@ -13,7 +13,6 @@ pub mod evidence;
 pub mod forget;
 pub mod json;
 pub mod metrics;
-pub mod refs;
 mod routes;
 pub mod schema;
 pub mod turns;
@@ -78,6 +77,18 @@ pub fn openapi_json() -> String {
         s
     })
     .clone()
+}
+
+/// Serves [`app`] on `listener` until `shutdown` resolves (then drains in-flight requests).
+/// The one entry point a binary needs, so doors such as the CLI do not depend on axum.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: SharedState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 /// The whole HTTP application.

@@ -15,10 +15,9 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use cairn_api::evidence::record_point_id;
 use cairn_api::{app, AppState, Auth, Engine, Metrics, ServerConfig};
 use cairn_embed::EmbedConfig;
-use cairn_models::ids::turn_record_id;
+use cairn_models::ids::{memory_point_id, turn_record_id};
 use cairn_models::{Partition, PointKind, Scope};
 use cairn_recall::RecallConfig;
 use cairn_store::Filter;
@@ -155,20 +154,8 @@ async fn doc_state(
     let filter = Filter::new()
         .eq("kind", PointKind::Chunk.as_str())
         .eq("source", source);
-    let mut offset = None;
-    loop {
-        let (page, next) = engine
-            .store
-            .scroll(&p, filter.clone(), 256, offset)
-            .await
-            .unwrap();
-        for h in page {
-            *chunks.entry(h.point.doc_id.unwrap()).or_insert(0) += 1;
-        }
-        match next {
-            Some(n) => offset = Some(n),
-            None => break,
-        }
+    for h in engine.store.scroll_all(&p, filter).await.unwrap() {
+        *chunks.entry(h.point.doc_id.unwrap()).or_insert(0) += 1;
     }
     (registry, chunks)
 }
@@ -754,7 +741,7 @@ async fn approving_again_repairs_a_missing_memory() {
     app.state
         .engine
         .store
-        .delete_ids(&p, vec![record_point_id("memory", &p, &id)])
+        .delete_ids(&p, vec![memory_point_id(&p, &id)])
         .await
         .unwrap();
     assert_eq!(memories(&app).await, 0);

@@ -25,16 +25,11 @@ pub async fn list_documents(
     partition: &Partition,
 ) -> Result<Vec<DocumentInfo>, IngestError> {
     let filter = Filter::new().eq("kind", PointKind::Document.as_str());
-    let mut out = Vec::new();
-    let mut offset = None;
-    loop {
-        let (page, next) = store.scroll(partition, filter.clone(), 256, offset).await?;
-        out.extend(page.iter().filter_map(|h| info(&h.point)));
-        match next {
-            Some(n) => offset = Some(n),
-            None => break,
-        }
-    }
+    let mut out: Vec<DocumentInfo> = scroll_all(store, partition, filter)
+        .await?
+        .iter()
+        .filter_map(|h| info(&h.point))
+        .collect();
     out.sort_by(|a, b| a.source.cmp(&b.source));
     Ok(out)
 }
@@ -101,21 +96,13 @@ impl DocumentEvidence {
     }
 }
 
+/// [`MemoryStore::scroll_all`] with the error mapped into this crate's.
 async fn scroll_all(
     store: &dyn MemoryStore,
     partition: &Partition,
     filter: Filter,
 ) -> Result<Vec<Hit>, IngestError> {
-    let mut out = Vec::new();
-    let mut offset = None;
-    loop {
-        let (page, next) = store.scroll(partition, filter.clone(), 256, offset).await?;
-        out.extend(page);
-        match next {
-            Some(n) => offset = Some(n),
-            None => return Ok(out),
-        }
-    }
+    Ok(store.scroll_all(partition, filter).await?)
 }
 
 /// Finds everything stored of `doc_id` in the partition (reads only).

@@ -16,10 +16,10 @@ use std::sync::Arc;
 
 use cairn_embed::Embedder;
 use cairn_models::ids::{
-    chunk_point_id, conversation_record_id, document_id, document_record_id, message_point_id,
-    sha256_hex,
+    chunk_point_id, conversation_record_id, document_id, document_record_id,
+    message_content_digest, message_point_id, sha256_hex, MessageKey,
 };
-use cairn_models::{Partition, PointKind, Role, Scope, StoredPoint, TrustOrigin};
+use cairn_models::{Partition, PointKind, Ref, Role, Scope, StoredPoint, TrustOrigin};
 use cairn_store::{Filter, MemoryStore, UpsertPoint};
 use serde::Serialize;
 use tokio::sync::{mpsc, Mutex, Semaphore};
@@ -772,21 +772,23 @@ impl Ingestor {
         for k in &keyed {
             let m = &k.message;
             let key = match (&k.message_id, &m.turn_id, &m.ts, keyless) {
-                (Some(id), _, _, _) => format!("id:{id}"),
-                (None, Some(t), _, _) => format!("turn:{t}"),
+                (Some(id), _, _, _) => MessageKey::Id(id).to_string(),
+                (None, Some(t), _, _) => MessageKey::Turn(t).to_string(),
                 (None, None, None, KeylessMessages::New) => {
-                    format!("new:{}", Uuid::new_v4().simple())
+                    MessageKey::New(Uuid::new_v4()).to_string()
                 }
                 (None, None, ts, _) => {
                     // The same key as before message ids existed, so stored messages
-                    // keep matching their replays.
+                    // keep matching their replays (the timestamp as its `Debug` text).
                     let ts = ts.as_ref().map(|t| format!("{t:?}")).unwrap_or_default();
-                    let base = sha256_hex(
-                        format!("{}\0{}\0{}", m.role.as_str(), m.content, ts).as_bytes(),
-                    );
-                    let n = occurrences.entry(base.clone()).or_insert(0);
+                    let digest = message_content_digest(m.role, &m.content, &ts);
+                    let n = occurrences.entry(digest.clone()).or_insert(0);
                     *n += 1;
-                    format!("hash:{}:{}", &base[..32], n)
+                    MessageKey::Content {
+                        digest: &digest,
+                        occurrence: *n,
+                    }
+                    .to_string()
                 }
             };
             ids.push(message_point_id(scope, &m.conversation_id, &key, m.role));
@@ -839,7 +841,7 @@ impl Ingestor {
                 // The same message twice in this batch (same turn and role): one point.
                 receipts.push(MessageReceipt {
                     id: *id,
-                    reference: format!("msg:{}/{seq}", m.conversation_id),
+                    reference: Ref::msg(m.conversation_id.as_str(), *seq).to_string(),
                     conversation_id: m.conversation_id.clone(),
                     seq: *seq,
                     role: m.role,
@@ -955,21 +957,13 @@ impl Ingestor {
         let filter = Filter::new()
             .eq("kind", PointKind::Message.as_str())
             .eq("conversation_id", conversation);
-        let mut max: Option<u64> = None;
-        let mut offset = None;
-        loop {
-            let (page, next) = self
-                .store
-                .scroll(partition, filter.clone(), 512, offset)
-                .await?;
-            for h in page {
-                max = max.max(h.point.seq);
-            }
-            match next {
-                Some(n) => offset = Some(n),
-                None => break,
-            }
-        }
+        let max: Option<u64> = self
+            .store
+            .scroll_all(partition, filter)
+            .await?
+            .iter()
+            .filter_map(|h| h.point.seq)
+            .max();
         let seq = max.map_or(0, |m| m + 1).max(recorded);
         seqs.insert(key, seq + 1);
         Ok(seq)

@@ -27,6 +27,12 @@ pub enum ModelError {
     InvalidId { value: String, reason: String },
     #[error("invalid value for {field}: {reason}")]
     InvalidValue { field: &'static str, reason: String },
+    /// A reference that does not follow the grammar (see [`crate::refs`]).
+    #[error(
+        "invalid ref {value:?}: expected doc:<id>[#<chunk>], msg:<conversation>/<seq>, \
+         conv:<id>, turn:<id>, evt:<id>, cand:<id> or mem:<id>"
+    )]
+    InvalidRef { value: String },
 }
 
 impl ModelError {
@@ -34,7 +40,8 @@ impl ModelError {
         match self {
             ModelError::InvalidScope { .. }
             | ModelError::InvalidId { .. }
-            | ModelError::InvalidValue { .. } => ErrorKind::BadInput,
+            | ModelError::InvalidValue { .. }
+            | ModelError::InvalidRef { .. } => ErrorKind::BadInput,
         }
     }
 }

@@ -2,6 +2,7 @@
 //!
 //! - [`scope`]: the identity scope (tenant, user, namespace, agent, session) and its partition.
 //! - [`ids`]: content-addressed identifiers (document ids, point ids) — stable across runs.
+//! - [`refs`]: the reference grammar (`doc:<id>#<n>`, `msg:<conversation>/<seq>`, ...).
 //! - [`record`]: what is stored per point (document chunks, conversation messages, documents).
 //! - [`pack`]: the MemoryPack and the `agent-turn-v1` envelope returned by recall.
 //! - [`limits`]: caps on what a caller may store, and canonical JSON for digests.
@@ -14,6 +15,7 @@ pub mod ids;
 pub mod limits;
 pub mod pack;
 pub mod record;
+pub mod refs;
 pub mod scope;
 
 pub use error::{ErrorKind, ModelError};
@@ -23,4 +25,5 @@ pub use pack::{
     TurnEnvelope, TurnMode, CONTRACT_VERSION,
 };
 pub use record::{DocumentInfo, PointKind, Role, StoredPoint, TrustOrigin};
+pub use refs::Ref;
 pub use scope::{Partition, Scope};

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::refs::Ref;
+
 /// Where a memory came from, and so how far it can be trusted. Shown on every citation:
 /// assistant output is never presented as something the user said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -223,28 +225,35 @@ impl StoredPoint {
         }
     }
 
-    /// The stable reference used in citations: `doc:<id>#<chunk>` or `msg:<conversation>/<seq>`.
+    /// The stable reference used in citations: `doc:<id>#<chunk>` or `msg:<conversation>/<seq>`
+    /// (and for records, `doc:<id>`, `turn:<id>`, `evt:<id>`, `cand:<id>`, `mem:<id>`,
+    /// `conv:<id>`, `forget:<ref>`).
     pub fn reference(&self) -> String {
+        self.to_ref().to_string()
+    }
+
+    /// This point's [`Ref`]. A field the kind needs but the payload lacks reads as `?`
+    /// (`0` for a chunk index or sequence number); a forget receipt whose `source` is not a
+    /// ref names `doc:?`.
+    pub fn to_ref(&self) -> Ref {
+        let or_unknown = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".to_string());
         match self.kind {
-            PointKind::Chunk => format!(
-                "doc:{}#{}",
-                self.doc_id.as_deref().unwrap_or("?"),
-                self.chunk_index.unwrap_or(0)
-            ),
-            PointKind::Message => format!(
-                "msg:{}/{}",
-                self.conversation_id.as_deref().unwrap_or("?"),
-                self.seq.unwrap_or(0)
-            ),
-            PointKind::Document => format!("doc:{}", self.doc_id.as_deref().unwrap_or("?")),
-            PointKind::Turn => format!("turn:{}", self.turn_id.as_deref().unwrap_or("?")),
-            PointKind::Event => format!("evt:{}", self.doc_id.as_deref().unwrap_or("?")),
-            PointKind::Candidate => format!("cand:{}", self.doc_id.as_deref().unwrap_or("?")),
-            PointKind::Memory => format!("mem:{}", self.doc_id.as_deref().unwrap_or("?")),
-            PointKind::Conversation => {
-                format!("conv:{}", self.conversation_id.as_deref().unwrap_or("?"))
+            PointKind::Chunk => Ref::chunk(or_unknown(&self.doc_id), self.chunk_index.unwrap_or(0)),
+            PointKind::Message => {
+                Ref::msg(or_unknown(&self.conversation_id), self.seq.unwrap_or(0))
             }
-            PointKind::Forget => format!("forget:{}", self.source.as_deref().unwrap_or("?")),
+            PointKind::Document => Ref::doc(or_unknown(&self.doc_id)),
+            PointKind::Turn => Ref::turn(or_unknown(&self.turn_id)),
+            PointKind::Event => Ref::evt(or_unknown(&self.doc_id)),
+            PointKind::Candidate => Ref::cand(or_unknown(&self.doc_id)),
+            PointKind::Memory => Ref::mem(or_unknown(&self.doc_id)),
+            PointKind::Conversation => Ref::conv(or_unknown(&self.conversation_id)),
+            PointKind::Forget => Ref::forget(
+                self.source
+                    .as_deref()
+                    .and_then(|s| Ref::parse(s).ok())
+                    .unwrap_or_else(|| Ref::doc("?")),
+            ),
         }
     }
 }
@@ -275,4 +284,47 @@ pub struct DocumentInfo {
     pub media_type: Option<String>,
     /// Unix epoch milliseconds.
     pub ingested_at: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(kind: PointKind) -> StoredPoint {
+        StoredPoint::new(kind, &crate::Scope::default(), TrustOrigin::System, 0)
+    }
+
+    #[test]
+    fn references_print_as_before() {
+        let mut p = point(PointKind::Chunk);
+        assert_eq!(p.reference(), "doc:?#0");
+        p.doc_id = Some("d1".into());
+        p.chunk_index = Some(4);
+        assert_eq!(p.reference(), "doc:d1#4");
+        p.kind = PointKind::Document;
+        assert_eq!(p.reference(), "doc:d1");
+        for (kind, want) in [
+            (PointKind::Event, "evt:d1"),
+            (PointKind::Candidate, "cand:d1"),
+            (PointKind::Memory, "mem:d1"),
+        ] {
+            p.kind = kind;
+            assert_eq!(p.reference(), want);
+        }
+        let mut m = point(PointKind::Message);
+        assert_eq!(m.reference(), "msg:?/0");
+        m.conversation_id = Some("c1".into());
+        m.seq = Some(12);
+        assert_eq!(m.reference(), "msg:c1/12");
+        m.kind = PointKind::Conversation;
+        assert_eq!(m.reference(), "conv:c1");
+        let mut t = point(PointKind::Turn);
+        assert_eq!(t.reference(), "turn:?");
+        t.turn_id = Some("t1".into());
+        assert_eq!(t.reference(), "turn:t1");
+        let mut f = point(PointKind::Forget);
+        f.source = Some("msg:c1/3".into());
+        assert_eq!(f.reference(), "forget:msg:c1/3");
+        assert_eq!(f.to_ref(), Ref::forget(Ref::msg("c1", 3)));
+    }
 }

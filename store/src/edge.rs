@@ -105,7 +105,9 @@ fn engine<E: std::fmt::Display>(e: E) -> StoreError {
     StoreError::Engine(e.to_string())
 }
 
-fn new_bm25() -> Result<EdgeBm25> {
+/// The BM25 encoder of every store (English stemming): one configuration, so sparse vectors
+/// and rankings mean the same in `EdgeStore` and the reference `InMemoryStore`.
+pub(crate) fn new_bm25() -> Result<EdgeBm25> {
     EdgeBm25::new(EdgeBm25Config {
         language: Some("english".to_string()),
         ..Default::default()

@@ -11,17 +11,30 @@
 //!
 //! Invariant: every read takes a [`Partition`] and is filtered by tenant, user and namespace
 //! inside the store; there is no unscoped read in this API.
+//!
+//! Implementations: [`EdgeStore`] (the embedded engine Cairn runs on) and [`InMemoryStore`]
+//! (a plain-Rust reference of the same contract, for tests and for reading what the contract
+//! means). [`conformance`] is the suite every implementation must pass, so a new backend (a
+//! Qdrant server adapter) proves itself against the same cases instead of new ad-hoc tests.
 
+pub mod conformance;
 mod edge;
 mod filter;
 pub mod journal;
+mod memory;
 
 pub use edge::{EdgeStore, StoreConfig, JOURNAL_FILE};
 pub use filter::{Cond, Filter, Value};
 pub use journal::SyncPolicy;
+pub use memory::InMemoryStore;
 
 use cairn_models::{ErrorKind, Partition, StoredPoint};
 use uuid::Uuid;
+
+/// Page size of [`MemoryStore::scroll_all`]: large enough that a partition's records come
+/// back in few round trips, small enough that one page never holds a large share of a
+/// server's response budget.
+pub const SCROLL_PAGE: usize = 256;
 
 /// Name of the dense vector.
 pub const DENSE: &str = "dense";
@@ -146,6 +159,30 @@ pub trait MemoryStore: Send + Sync + std::fmt::Debug {
         limit: usize,
         offset: Option<Uuid>,
     ) -> Result<(Vec<Hit>, Option<Uuid>)>;
+    /// Every point of `partition` matching `filter`, in scroll order (by point id): pages of
+    /// [`SCROLL_PAGE`] until the store reports no next page. Provided so that the paging loop
+    /// exists once; an implementation may override it with a cheaper single call, keeping
+    /// the order and the result.
+    async fn scroll_all(&self, partition: &Partition, filter: Filter) -> Result<Vec<Hit>> {
+        let mut out = Vec::new();
+        let mut offset = None;
+        loop {
+            let (page, next) = self
+                .scroll(partition, filter.clone(), SCROLL_PAGE, offset)
+                .await?;
+            out.extend(page);
+            match next {
+                // A store that answered its own offset again would loop forever.
+                Some(n) if Some(n) == offset => {
+                    return Err(StoreError::Engine(format!(
+                        "scroll did not advance past {n}"
+                    )))
+                }
+                Some(n) => offset = Some(n),
+                None => return Ok(out),
+            }
+        }
+    }
     /// Exact number of points of `partition` matching `filter`.
     async fn count(&self, partition: &Partition, filter: Filter) -> Result<usize>;
     /// Exact number of points in the whole store (administration and tests only).

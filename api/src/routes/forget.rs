@@ -2,7 +2,7 @@
 
 use axum::extract::State;
 use axum::http::HeaderMap;
-use cairn_models::Scope;
+use cairn_models::{Ref, Scope};
 use serde::Deserialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -12,7 +12,6 @@ use super::{detached, CommonErrors};
 use crate::error::{ApiError, ErrorBody};
 use crate::forget::{self, ForgetReport};
 use crate::json::Json;
-use crate::refs::Ref;
 use crate::SharedState;
 
 pub(super) fn router() -> OpenApiRouter<SharedState> {
@@ -52,7 +51,7 @@ async fn forget_handler(
 ) -> Result<Json<ForgetReport>, ApiError> {
     body.scope.validate()?;
     state.auth.check_scope(&headers, &body.scope)?;
-    let reference = Ref::parse(&body.reference)?;
+    let reference = Ref::parse_input(&body.reference)?;
     detached(async move {
         let report = forget::forget(
             &state.engine,

@@ -5,7 +5,7 @@ use axum::http::HeaderMap;
 use cairn_ingest::messages::{KeyedMessage, KeylessMessages};
 use cairn_ingest::{MessageInput, MessageReceipt};
 use cairn_models::limits;
-use cairn_models::{PointKind, Scope, StoredPoint};
+use cairn_models::{PointKind, Ref, Scope, StoredPoint};
 use cairn_store::Filter;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -17,7 +17,6 @@ use crate::error::{ApiError, ErrorBody};
 use crate::evidence::scroll_all;
 use crate::forget::{self, ForgetReport};
 use crate::json::Json;
-use crate::refs::Ref;
 use crate::SharedState;
 
 pub(super) fn router() -> OpenApiRouter<SharedState> {
@@ -223,7 +222,7 @@ async fn delete_message(
 ) -> Result<Json<ForgetReport>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition(&state, &headers)?;
-    let parsed = Ref::parse(&reference)?;
+    let parsed = Ref::parse_input(&reference)?;
     if !matches!(parsed, Ref::Msg { .. }) {
         return Err(ApiError::InvalidRequest(format!(
             "{reference} is not a message ref (msg:<conversation>/<seq>)"

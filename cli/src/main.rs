@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use cairn_api::{app, AppState, Auth, Engine, Metrics, ServerConfig};
+use cairn_api::{AppState, Auth, Engine, Metrics, ServerConfig};
 use cairn_ingest::{catalog, parse_messages, DocStatus, DocumentInput, Progress};
 use cairn_models::pack::TurnMode;
 use cairn_models::{Scope, TurnEnvelope, CONTRACT_VERSION};
@@ -262,9 +262,7 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
                 eprintln!("cairn: listening on http://{local} (no API keys configured: loopback only, every tenant open to local callers)");
             }
             let engine = Arc::clone(&state.engine);
-            axum::serve(listener, app(state))
-                .with_graceful_shutdown(shutdown_signal())
-                .await?;
+            cairn_api::serve(listener, state, shutdown_signal()).await?;
             engine.store.flush().await?;
             eprintln!("cairn: stopped");
             Ok(ExitCode::SUCCESS)
