@@ -70,15 +70,30 @@ impl PreparedTurns {
 }
 
 impl Engine {
-    /// Records that `chunks` were written. Once [`OPTIMIZE_AFTER_CHUNKS`] have accumulated,
-    /// builds the vector index (edge `optimize`) on a background task, off the request path:
-    /// the embedded shard has no background optimizer of its own, and searching an
-    /// unindexed segment is a brute-force scan.
     /// Whether a background index build is running.
     pub fn optimizing(&self) -> bool {
         self.optimizing.load(Ordering::Acquire)
     }
 
+    /// After a bulk write outside the server (`cairn ingest`), builds the vector index now if
+    /// the run wrote at least [`OPTIMIZE_AFTER_CHUNKS`] chunks; returns how long it took.
+    /// The same threshold as [`Engine::note_written`]'s background build.
+    pub async fn optimize_after_bulk(
+        &self,
+        chunks: u64,
+    ) -> Result<Option<std::time::Duration>, ApiError> {
+        if chunks < OPTIMIZE_AFTER_CHUNKS {
+            return Ok(None);
+        }
+        let started = std::time::Instant::now();
+        self.store.optimize().await?;
+        Ok(Some(started.elapsed()))
+    }
+
+    /// Records that `chunks` were written. Once [`OPTIMIZE_AFTER_CHUNKS`] have accumulated,
+    /// builds the vector index (edge `optimize`) on a background task, off the request path:
+    /// the embedded shard has no background optimizer of its own, and searching an
+    /// unindexed segment is a brute-force scan. Writes go on during the build.
     pub fn note_written(self: &Arc<Self>, chunks: u64) {
         let total = self
             .written_since_optimize

@@ -9,6 +9,7 @@ pub mod auth;
 pub mod candidates;
 pub mod engine;
 pub mod error;
+pub mod events;
 pub mod evidence;
 pub mod forget;
 pub mod json;

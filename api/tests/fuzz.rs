@@ -8,18 +8,19 @@
 // Test helpers may panic on setup failures: that is a test failure, not a bug to handle.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use cairn_api::{app, AppState, Auth, Engine, Metrics, ServerConfig};
-use cairn_embed::EmbedConfig;
-use cairn_recall::RecallConfig;
+use cairn_api::Auth;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{json, Map, Value};
 use tower::ServiceExt;
+
+use common::test_app;
 
 /// Cases to run: enough to reach every route many times, bounded in time (the real model
 /// embeds every well-formed recall and write).
@@ -318,24 +319,8 @@ fn http_fuzz_never_5xx_and_errors_keep_their_shape() {
         .build()
         .unwrap();
     let _guard = rt.enter();
-    let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open_with(
-        dir.path(),
-        &EmbedConfig::from_env(),
-        RecallConfig::default(),
-        None,
-    )
-    .expect("engine (run scripts/setup.sh first)");
-    let state = Arc::new(AppState {
-        engine: Arc::new(engine),
-        auth: Auth::default(),
-        metrics: Metrics::default(),
-        config: ServerConfig {
-            max_body_bytes: 1 << 20,
-            ..ServerConfig::default()
-        },
-    });
-    let router = app(Arc::clone(&state));
+    let app = test_app(Auth::default(), 1 << 20);
+    let router = app.router.clone();
     let routes = routes();
     assert!(routes.len() >= 20, "{routes:?}");
     let ran = AtomicUsize::new(0);
@@ -413,5 +398,5 @@ fn http_fuzz_never_5xx_and_errors_keep_their_shape() {
     });
     assert_eq!(healthy, StatusCode::OK);
     drop(router);
-    drop(state);
+    drop(app);
 }

@@ -9,49 +9,22 @@
 // Test helpers may panic on setup failures: that is a test failure, not a bug to handle.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use cairn_api::{app, AppState, Auth, Engine, Metrics, ServerConfig};
-use cairn_embed::EmbedConfig;
+use cairn_api::{Auth, ServerConfig};
 use cairn_models::ids::{memory_point_id, turn_record_id};
 use cairn_models::{Partition, PointKind, Scope};
-use cairn_recall::RecallConfig;
 use cairn_store::Filter;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
-// Field order matters: the engine must be dropped (and flushed) before its directory.
-struct TestApp {
-    router: axum::Router,
-    state: Arc<AppState>,
-    _dir: tempfile::TempDir,
-}
-
-fn test_app() -> TestApp {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open_with(
-        dir.path(),
-        &EmbedConfig::from_env(),
-        RecallConfig::default(),
-        None,
-    )
-    .expect("engine (run scripts/setup.sh first)");
-    let state = Arc::new(AppState {
-        engine: Arc::new(engine),
-        auth: Auth::default(),
-        metrics: Metrics::default(),
-        config: ServerConfig::default(),
-    });
-    TestApp {
-        router: app(Arc::clone(&state)),
-        state,
-        _dir: dir,
-    }
-}
+use common::{app_with, TestApp};
 
 fn trials() -> usize {
     std::env::var("CAIRN_RACE_TRIALS")
@@ -232,7 +205,7 @@ async fn count(app: &TestApp, filter: Filter) -> usize {
 /// other version), and posting the winning text again must agree ("unchanged").
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replays_of_an_old_version_racing_a_new_one_never_break_the_registry() {
-    let app = test_app();
+    let app = app_with(Auth::default(), ServerConfig::default());
     let n = trials();
     let mut outcomes = BTreeMap::new();
     for trial in 0..n {
@@ -340,7 +313,7 @@ async fn replays_of_an_old_version_racing_a_new_one_never_break_the_registry() {
 /// gone, never as a registry record naming missing chunks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn forget_during_ingest_leaves_the_document_whole_or_gone() {
-    let app = test_app();
+    let app = app_with(Auth::default(), ServerConfig::default());
     let n = trials();
     let (mut present, mut gone) = (0, 0);
     for trial in 0..n {
@@ -421,7 +394,7 @@ async fn forget_during_ingest_leaves_the_document_whole_or_gone() {
 /// refused); never half a turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn completing_a_turn_while_forgetting_its_conversation_is_all_or_nothing() {
-    let app = test_app();
+    let app = app_with(Auth::default(), ServerConfig::default());
     let n = trials();
     let (mut kept, mut tombstoned) = (0, 0);
     for trial in 0..n {
@@ -552,7 +525,7 @@ async fn memories(app: &TestApp) -> usize {
 /// by document id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forget_retries_finish_derived_work_and_remove_orphans() {
-    let app = test_app();
+    let app = app_with(Auth::default(), ServerConfig::default());
     let store = Arc::clone(&app.state.engine.store);
     let p = partition();
 
@@ -724,7 +697,7 @@ async fn forget_retries_finish_derived_work_and_remove_orphans() {
 /// between the status and the memory) writes the memory again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approving_again_repairs_a_missing_memory() {
-    let app = test_app();
+    let app = app_with(Auth::default(), ServerConfig::default());
     let (s, e) = call(
         &app,
         "POST",

@@ -1,19 +1,22 @@
 //! `cairn bench`: ingest and recall benchmarks. They report figures and ratios; nothing here
 //! passes or fails on time.
+//!
+//! The engine is assembled by the evaluation harness's stack (`cairn_eval::stack`: the model
+//! in an [`EvalEnv`], store and write path in a [`Workspace`]), the one assembly path `cairn
+//! eval` uses too; the store honours `CAIRN_SYNC` (to measure the durability cost).
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
-use cairn_embed::{EmbedConfig, Embedder};
-use cairn_ingest::{Chunker, DocumentInput, IngestConfig, Ingestor, MediaType, Progress};
+use anyhow::Result;
+use cairn_eval::stack::{Workspace, WorkspaceOptions};
+use cairn_eval::EvalEnv;
+use cairn_ingest::{Chunker, DocumentInput, MediaType, Progress};
 use cairn_models::ids::{chunk_point_id, document_id, document_record_id};
 use cairn_models::{PointKind, Scope, StoredPoint, TrustOrigin};
-use cairn_recall::{RecallConfig, RecallRequest, Recaller};
-use cairn_store::{
-    EdgeStore, Filter, MemoryStore, SearchMode, SearchRequest, StoreConfig, UpsertPoint,
-};
+use cairn_recall::{RecallConfig, RecallRequest};
+use cairn_store::{Filter, SearchMode, SearchRequest, SyncPolicy, UpsertPoint};
 use clap::Subcommand;
 
 #[derive(Debug, Subcommand)]
@@ -156,11 +159,12 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[idx.min(sorted.len() - 1)].as_secs_f64() * 1e3
 }
 
-fn open_store(dir: &Path, dim: usize) -> Result<Arc<dyn MemoryStore>> {
-    Ok(Arc::new(EdgeStore::open(&StoreConfig {
-        sync: cairn_store::SyncPolicy::from_env()?,
-        ..StoreConfig::new(dir, dim)
-    })?))
+/// The store's options: the default chunking, and the durability `CAIRN_SYNC` asks for.
+fn workspace_options() -> Result<WorkspaceOptions> {
+    Ok(WorkspaceOptions {
+        whole_document: false,
+        sync: SyncPolicy::from_env()?,
+    })
 }
 
 pub async fn run(which: BenchCommand) -> Result<std::process::ExitCode> {
@@ -178,14 +182,6 @@ pub async fn run(which: BenchCommand) -> Result<std::process::ExitCode> {
     Ok(std::process::ExitCode::SUCCESS)
 }
 
-async fn load_embedder(cache: Option<&Path>) -> Result<Embedder> {
-    let cache = cache.map(Path::to_path_buf);
-    tokio::task::spawn_blocking(move || Embedder::open(&EmbedConfig::from_env(), cache.as_deref()))
-        .await
-        .context("model loading task")?
-        .context("loading the embedding model")
-}
-
 async fn bench_ingest(corpus: Option<&Path>, n_docs: usize, json: bool) -> Result<()> {
     let texts: Vec<(String, String)> = match corpus {
         Some(path) => cairn_ingest::beir::read_corpus(path)?
@@ -200,14 +196,16 @@ async fn bench_ingest(corpus: Option<&Path>, n_docs: usize, json: bool) -> Resul
                 .collect()
         }
     };
+    let options = workspace_options()?;
     let work = tempfile::tempdir()?;
-    let raw_embedder = load_embedder(None).await?;
+    let raw_env = EvalEnv::open(None).await?;
+    let raw_embedder = &raw_env.embedder;
     // Both sessions are warmed up outside the timings (the first inference of an ONNX
     // session pays for graph optimisation and allocation).
     raw_embedder
         .embed_documents(vec!["warm-up text".into()])
         .await?;
-    let config = IngestConfig::for_model(raw_embedder.spec().max_tokens);
+    let config = options.ingest_config(raw_embedder);
 
     // The chunks the pipeline will embed, embedded directly: the ceiling for the pipeline.
     let chunker = Chunker::new(raw_embedder.tokenizer().clone(), config.chunk);
@@ -235,13 +233,13 @@ async fn bench_ingest(corpus: Option<&Path>, n_docs: usize, json: bool) -> Resul
     let t = Instant::now();
     raw_embedder.embed_documents(chunk_texts).await?;
     let raw = t.elapsed();
-    drop(raw_embedder);
+    drop(raw_env);
 
     // The whole pipeline on a fresh store and an empty embedding cache.
-    let embedder = load_embedder(Some(&work.path().join("embed-cache"))).await?;
-    embedder.embed_query("warm-up query").await?;
-    let store = open_store(work.path(), embedder.spec().dim)?;
-    let ingestor = Arc::new(Ingestor::new(Arc::clone(&store), embedder, config)?);
+    let env = EvalEnv::open(Some(work.path().join("embed-cache"))).await?;
+    env.embedder.embed_query("warm-up query").await?;
+    let ws = Workspace::open(&env.embedder, options).await?;
+    let (store, ingestor) = (&ws.store, &ws.ingestor);
     let scope = Scope::default();
     let inputs = || {
         texts
@@ -323,10 +321,11 @@ fn normalize(v: &mut [f32]) {
 }
 
 async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bool) -> Result<()> {
-    let work = tempfile::tempdir()?;
-    let embedder = load_embedder(None).await?;
-    let dim = embedder.spec().dim;
-    let store = open_store(work.path(), dim)?;
+    let options = workspace_options()?;
+    let env = EvalEnv::open(None).await?;
+    let embedder = &env.embedder;
+    let ws = Workspace::open(embedder, options).await?;
+    let store = &ws.store;
     let scope = Scope::default();
     let partition = scope.partition();
     let mut rng = Rng(7);
@@ -402,11 +401,7 @@ async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bo
         optimize.as_secs_f64()
     );
 
-    let recaller = Recaller::new(
-        Arc::clone(&store),
-        embedder.clone(),
-        RecallConfig::default(),
-    );
+    let recaller = ws.recaller(RecallConfig::default());
     let queries: Vec<String> = (0..n_queries)
         .map(|i| {
             format!(

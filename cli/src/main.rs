@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use cairn_api::turns::PrepareRequest;
 use cairn_api::{AppState, Auth, Engine, Metrics, ServerConfig};
 use cairn_ingest::{catalog, parse_messages, DocStatus, DocumentInput, Progress};
 use cairn_models::pack::TurnMode;
-use cairn_models::{Scope, TurnEnvelope, CONTRACT_VERSION};
-use cairn_recall::RecallRequest;
+use cairn_models::Scope;
 use clap::{Args, Parser, Subcommand};
 
 mod bench;
@@ -341,27 +341,24 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
         } => {
             let scope = cli.scope.scope()?;
             let engine = open_engine(&cli.data_dir).await?;
-            let pack = engine
-                .recaller
-                .recall(&RecallRequest {
-                    scope: scope.clone(),
-                    query: query.clone(),
-                    budget,
-                    filters: Default::default(),
-                })
-                .await?;
-            if json {
-                let envelope = TurnEnvelope {
-                    contract_version: CONTRACT_VERSION.to_string(),
-                    turn_id: format!("turn-{}", uuid::Uuid::new_v4().simple()),
+            // The same service call as `POST /v1/turns/prepare`: one envelope, one set of
+            // rules (query limits, turn id), whatever the door.
+            let envelope = cairn_api::turns::prepare(
+                &engine,
+                PrepareRequest {
                     scope,
                     user_message: query,
+                    turn_id: None,
                     mode: TurnMode::Text,
-                    memory_pack: pack,
-                };
+                    token_budget: budget,
+                    filters: Default::default(),
+                },
+            )
+            .await?;
+            if json {
                 println!("{}", serde_json::to_string_pretty(&envelope)?);
             } else {
-                print!("{}", pack.context_markdown);
+                print!("{}", envelope.memory_pack.context_markdown);
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -562,14 +559,10 @@ async fn ingest_inputs(
     }
     let elapsed = started.elapsed();
     let written = chunks_written.load(Ordering::Relaxed);
-    if written >= 1000 {
-        // Build the HNSW index and merge segments after a large batch, off any request path.
-        let t = Instant::now();
-        engine.store.optimize().await?;
-        eprintln!(
-            "ingest: vector index built in {:.1}s",
-            t.elapsed().as_secs_f64()
-        );
+    // Build the HNSW index and merge segments after a large batch (the server does the same
+    // in the background; one threshold for both, in the engine).
+    if let Some(took) = engine.optimize_after_bulk(written).await? {
+        eprintln!("ingest: vector index built in {:.1}s", took.as_secs_f64());
     }
 
     let mut created = 0;

@@ -11,161 +11,35 @@
 //! made of every document judged for them plus the first `limit_corpus` documents of
 //! `corpus.jsonl` (file order kept). Such figures come from a much smaller corpus and are not
 //! comparable with published ones.
+//!
+//! This module is the runner (selection, ingest, modes, sweep, packs); the files are read by
+//! [`crate::data::beir`], the options are in [`options`] and the report in [`report`].
+
+pub mod options;
+pub mod report;
 
 use std::collections::{HashMap, HashSet};
-use std::io::BufRead;
-use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use cairn_ingest::beir::{read_corpus, BeirDoc};
 use cairn_ingest::{DocumentInput, MediaType};
 use cairn_models::{PointKind, StoredPoint};
-use serde::{Deserialize, Serialize};
 
-use crate::metrics::{mean, Latency};
+use crate::data::beir::{read_corpus, read_qrels, read_queries, BeirDoc, BeirQuery, Qrels};
+use crate::data::read_probe_texts;
+use crate::metrics::Latency;
 use crate::packs::{PackQuery, PackReport};
-use crate::report::{f3, RunInfo};
-use crate::retrieval::{Fusion, Mode, QueryScores, QuerySpec, Retriever};
+use crate::report::{sanitize, RunInfo};
+use crate::retrieval::{Fusion, Mode, QuerySpec, Retriever};
 use crate::stack::{eval_scope, EvalEnv, Event, Observer, Workspace};
 use crate::{EvalError, Result};
 
+pub use options::{BeirOptions, DocMode};
+pub use report::{
+    references, write_beir, BeirReport, IngestSummary, ModeSummary, Reference, SweepRow,
+};
+
 /// Source prefix of ingested BEIR documents.
 pub const SOURCE_PREFIX: &str = "beir:";
-
-/// How documents are split.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DocMode {
-    /// One vector per document (truncated by the model at its max length).
-    Document,
-    /// The default chunking; a document scores as its best chunk.
-    Chunked,
-}
-
-impl DocMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DocMode::Document => "document",
-            DocMode::Chunked => "chunked",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "document" => Some(DocMode::Document),
-            "chunked" => Some(DocMode::Chunked),
-            _ => None,
-        }
-    }
-}
-
-/// Options of a BEIR run.
-#[derive(Debug, Clone)]
-pub struct BeirOptions {
-    /// The BEIR folder.
-    pub data: PathBuf,
-    pub split: String,
-    pub modes: Vec<Mode>,
-    pub doc_mode: DocMode,
-    /// First N judged queries and a corpus subset (see the module docs).
-    pub limit: Option<usize>,
-    /// Corpus documents (besides the judged ones) kept with `limit`.
-    pub limit_corpus: usize,
-    /// Fusion of the hybrid modes.
-    pub fusion: Fusion,
-    /// Also evaluate a grid of fusion parameters for the `hybrid` mode.
-    pub sweep: bool,
-    /// Pack budgets (empty: no pack evaluation).
-    pub budgets: Vec<usize>,
-    /// Unanswerable probe queries: a BEIR `queries.jsonl` or a LoCoMo JSON file.
-    pub probes: Option<PathBuf>,
-    /// Most probes used from `probes`.
-    pub probe_limit: usize,
-    /// Queries whose relevant documents are deleted at the end and asked again as in-domain
-    /// unanswerable probes (0: none).
-    pub holdout: usize,
-}
-
-impl BeirOptions {
-    pub fn new(data: PathBuf, split: &str) -> Self {
-        BeirOptions {
-            data,
-            split: split.to_string(),
-            modes: Mode::ALL.to_vec(),
-            doc_mode: DocMode::Document,
-            limit: None,
-            limit_corpus: 1000,
-            fusion: Fusion::default(),
-            sweep: false,
-            budgets: crate::packs::DEFAULT_BUDGETS.to_vec(),
-            probes: None,
-            probe_limit: 200,
-            holdout: 100,
-        }
-    }
-}
-
-/// One BEIR query.
-#[derive(Debug, Clone, Deserialize)]
-pub struct BeirQuery {
-    #[serde(rename = "_id")]
-    pub id: String,
-    pub text: String,
-}
-
-/// Reads `queries.jsonl`.
-pub fn read_queries(path: &Path) -> Result<Vec<BeirQuery>> {
-    let file = std::fs::File::open(path).map_err(|e| EvalError::io(path, e))?;
-    let mut out = Vec::new();
-    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(|e| EvalError::io(path, e))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let q: BeirQuery = serde_json::from_str(&line)
-            .map_err(|e| EvalError::data(path, format!("line {}: {e}", i + 1)))?;
-        out.push(q);
-    }
-    Ok(out)
-}
-
-/// Reads `qrels/<split>.tsv` (header `query-id corpus-id score`): query → doc → score.
-pub fn read_qrels(path: &Path) -> Result<HashMap<String, HashMap<String, f64>>> {
-    let text = std::fs::read_to_string(path).map_err(|e| EvalError::io(path, e))?;
-    let mut out: HashMap<String, HashMap<String, f64>> = HashMap::new();
-    for (i, line) in text.lines().enumerate() {
-        let cols: Vec<&str> = line.split('\t').map(str::trim).collect();
-        if line.trim().is_empty() || (i == 0 && cols.first() == Some(&"query-id")) {
-            continue;
-        }
-        let [q, d, s] = cols[..] else {
-            return Err(EvalError::data(
-                path,
-                format!("line {}: expected 3 tab-separated columns", i + 1),
-            ));
-        };
-        let score: f64 = s
-            .parse()
-            .map_err(|_| EvalError::data(path, format!("line {}: bad score {s:?}", i + 1)))?;
-        out.entry(q.to_string())
-            .or_default()
-            .insert(d.to_string(), score);
-    }
-    Ok(out)
-}
-
-/// Reads probe questions from a BEIR `queries.jsonl` or a LoCoMo JSON file.
-pub fn read_probe_texts(path: &Path, limit: usize) -> Result<Vec<String>> {
-    let texts: Vec<String> = if path.extension().is_some_and(|e| e == "jsonl") {
-        read_queries(path)?.into_iter().map(|q| q.text).collect()
-    } else {
-        crate::locomo::read_samples(path)?
-            .into_iter()
-            .flat_map(|s| s.qa.into_iter().map(|q| q.question))
-            .collect()
-    };
-    Ok(texts.into_iter().take(limit).collect())
-}
 
 /// The evaluated queries and the corpus to ingest.
 #[derive(Debug)]
@@ -180,7 +54,7 @@ pub struct Selection {
 /// Applies `limit` (see the module docs).
 pub fn select(
     queries: Vec<BeirQuery>,
-    qrels: &HashMap<String, HashMap<String, f64>>,
+    qrels: &Qrels,
     corpus: Vec<BeirDoc>,
     limit: Option<usize>,
     limit_corpus: usize,
@@ -231,133 +105,6 @@ pub fn select(
                 description,
             }
         }
-    }
-}
-
-/// Ingest figures.
-#[derive(Debug, Clone, Serialize)]
-pub struct IngestSummary {
-    pub documents: usize,
-    pub failed: usize,
-    pub failures: Vec<String>,
-    pub chunks: u64,
-    pub seconds: f64,
-    pub documents_per_second: f64,
-    /// Vectors computed by the model (the rest came from the embedding cache).
-    pub vectors_computed: u64,
-    /// The `optimize()` call after the ingest (made after ≥ 1,000 chunks).
-    pub optimize: Option<crate::stack::Optimize>,
-}
-
-/// Aggregate figures of one mode.
-#[derive(Debug, Clone, Serialize)]
-pub struct ModeSummary {
-    pub mode: Mode,
-    pub queries: usize,
-    pub ndcg10: f64,
-    pub recall10: f64,
-    pub recall100: f64,
-    pub mrr10: f64,
-    pub latency: Latency,
-}
-
-impl ModeSummary {
-    pub fn of(mode: Mode, scores: &[QueryScores]) -> Self {
-        let col = |f: fn(&QueryScores) -> f64| mean(&scores.iter().map(f).collect::<Vec<_>>());
-        ModeSummary {
-            mode,
-            queries: scores.len(),
-            ndcg10: col(|s| s.ndcg10),
-            recall10: col(|s| s.recall10),
-            recall100: col(|s| s.recall100),
-            mrr10: col(|s| s.mrr10),
-            latency: Latency::of(&scores.iter().map(|s| s.latency_ms).collect::<Vec<_>>()),
-        }
-    }
-}
-
-/// A published figure to compare with.
-#[derive(Debug, Clone, Serialize)]
-pub struct Reference {
-    pub system: String,
-    pub ndcg10: Option<f64>,
-    pub recall100: Option<f64>,
-    pub source: String,
-}
-
-/// One setting of the fusion grid.
-#[derive(Debug, Clone, Serialize)]
-pub struct SweepRow {
-    pub fusion: Fusion,
-    pub summary: ModeSummary,
-}
-
-/// The report of a BEIR run.
-#[derive(Debug, Clone, Serialize)]
-pub struct BeirReport {
-    pub run: RunInfo,
-    pub dataset: String,
-    pub split: String,
-    pub doc_mode: DocMode,
-    pub selection: String,
-    pub queries: usize,
-    pub judged_queries_total: usize,
-    pub corpus_documents: usize,
-    pub corpus_total: usize,
-    /// Candidates per leg and ranking depth.
-    pub depth: usize,
-    pub fusion: Fusion,
-    pub ingest: IngestSummary,
-    /// Query embedding by the model (uncached): what every mode but bm25 pays on top of the
-    /// latencies below, where query vectors come from the embedding cache.
-    pub query_embedding: Latency,
-    pub modes: Vec<ModeSummary>,
-    pub references: Vec<Reference>,
-    pub sweep: Vec<SweepRow>,
-    pub packs: Option<PackReport>,
-}
-
-/// Published SciFact figures (the data folder's README; MTEB results).
-pub fn references(dataset: &str, split: &str) -> Vec<Reference> {
-    if dataset != "scifact" {
-        return Vec::new();
-    }
-    let r = |system: &str, ndcg10, recall100, source: &str| Reference {
-        system: system.into(),
-        ndcg10: Some(ndcg10),
-        recall100,
-        source: source.into(),
-    };
-    if split == "train" {
-        vec![
-            r(
-                "BM25 (bm25s)",
-                0.696,
-                Some(0.928),
-                "MTEB results, SciFact train",
-            ),
-            r(
-                "BAAI/bge-small-en-v1.5",
-                0.7475,
-                Some(0.9652),
-                "MTEB results, SciFact train",
-            ),
-            r(
-                "all-MiniLM-L6-v2",
-                0.6602,
-                Some(0.9324),
-                "MTEB results, SciFact train",
-            ),
-        ]
-    } else if split == "test" {
-        vec![r(
-            "BAAI/bge-small-en (v1, fp32)",
-            0.713,
-            None,
-            "published test figure; Cairn's int8 export measured 0.710 on test",
-        )]
-    } else {
-        Vec::new()
     }
 }
 
@@ -425,8 +172,7 @@ pub async fn run(env: &EvalEnv, opts: &BeirOptions, observer: &Observer) -> Resu
         .collect();
     let cache_before = env.cache_bytes();
     let ingest = ws.ingest(&scope, inputs, observer).await?;
-    let vectors_computed =
-        env.cache_bytes().saturating_sub(cache_before) / env.cache_record_bytes();
+    let vectors_computed = env.vectors_computed_since(cache_before);
     let mut doc_ids: HashMap<String, String> = HashMap::new();
     let mut failures = Vec::new();
     for o in &ingest.outcomes {
@@ -627,163 +373,6 @@ async fn pack_eval(
     Ok(report)
 }
 
-fn sanitize(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect()
-}
-
-fn fusion_label(f: &Fusion) -> String {
-    format!(
-        "RRF k {}, dense weight {}, sparse weight {}, identifiers {}",
-        f.rrf_k, f.dense_weight, f.sparse_weight, f.identifiers
-    )
-}
-
-impl BeirReport {
-    /// The sweep setting with the best nDCG@10 (the first on ties).
-    pub fn best_sweep(&self) -> Option<&SweepRow> {
-        self.sweep
-            .iter()
-            .fold(None, |best: Option<&SweepRow>, r| match best {
-                Some(b) if b.summary.ndcg10 >= r.summary.ndcg10 => Some(b),
-                _ => Some(r),
-            })
-    }
-
-    /// File stem of this run's reports.
-    pub fn stem(&self) -> String {
-        format!(
-            "beir-{}-{}-{}",
-            sanitize(&self.dataset),
-            sanitize(&self.split),
-            self.doc_mode.as_str()
-        )
-    }
-
-    /// The Markdown report.
-    pub fn markdown(&self) -> String {
-        let mut md = format!(
-            "# BEIR {} ({} split, {} mode)\n\n{}\n",
-            self.dataset,
-            self.split,
-            self.doc_mode.as_str(),
-            self.run.markdown()
-        );
-        md.push_str(&format!(
-            "\n## Data\n\n- {} queries evaluated ({} judged queries in the split); {} of {} corpus documents ingested.\n- Selection: {}.\n- Documents are ingested through `Ingestor::ingest_documents` as source `beir:<id>` with text `title + \" \" + text`; {}.\n- Ranking depth {} (candidates per leg), fusion of the hybrid modes: {}.\n",
-            self.queries,
-            self.judged_queries_total,
-            self.corpus_documents,
-            self.corpus_total,
-            self.selection,
-            match self.doc_mode {
-                DocMode::Document => "one vector per document (whole text, truncated by the model at 512 tokens)",
-                DocMode::Chunked => "256-token chunks with 32 overlap; a document scores as its best chunk",
-            },
-            self.depth,
-            fusion_label(&self.fusion)
-        ));
-        let i = &self.ingest;
-        md.push_str(&format!(
-            "\n## Ingest\n\n{} documents ({} failed) → {} chunks in {:.1} s ({:.1} documents/s); {} vectors computed by the model, the rest read from the embedding cache. {}\n",
-            i.documents,
-            i.failed,
-            i.chunks,
-            i.seconds,
-            i.documents_per_second,
-            i.vectors_computed,
-            match i.optimize {
-                None => "`optimize()` not called (under 1,000 chunks, as in `cairn ingest`): dense search is exact.".to_string(),
-                Some(o) if o.optimized => format!(
-                    "`optimize()` (called after ≥ 1,000 chunks, as `cairn ingest` does) built the index in {:.1} s: dense search uses HNSW.",
-                    o.seconds
-                ),
-                Some(o) => format!(
-                    "`optimize()` (called after ≥ 1,000 chunks, as `cairn ingest` does) returned false in {:.1} s: nothing to optimize (no HNSW index; the vectors are below the engine's indexing threshold), so dense search is exact.",
-                    o.seconds
-                ),
-            }
-        ));
-        for f in &i.failures {
-            md.push_str(&format!("- failed: {f}\n"));
-        }
-        md.push_str("\n## Retrieval quality\n\n| system | nDCG@10 | Recall@10 | Recall@100 | MRR@10 | p50 ms | p95 ms |\n|---|---:|---:|---:|---:|---:|---:|\n");
-        let row = |label: String, m: &ModeSummary| {
-            format!(
-                "| {label} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} | {:.1} |\n",
-                m.ndcg10, m.recall10, m.recall100, m.mrr10, m.latency.p50_ms, m.latency.p95_ms
-            )
-        };
-        for m in &self.modes {
-            md.push_str(&row(format!("Cairn `{}`", m.mode), m));
-        }
-        if let Some(best) = self.best_sweep() {
-            md.push_str(&row(
-                format!(
-                    "Cairn `hybrid`, best of the sweep ({})",
-                    fusion_label(&best.fusion)
-                ),
-                &best.summary,
-            ));
-        }
-        for r in &self.references {
-            md.push_str(&format!(
-                "| {} (published) | {} | – | {} | – | – | – |\n",
-                r.system,
-                f3(r.ndcg10),
-                f3(r.recall100)
-            ));
-        }
-        if self.modes.iter().any(|m| m.mode == Mode::HybridQdrant) {
-            md.push_str("\n`hybrid-qdrant`: Qdrant orders candidates with equal fused scores (e.g. rank 1 in one leg only, for two documents) in no fixed order, so its figures move slightly from run to run; `hybrid` breaks ties by point id.\n");
-        }
-        md.push_str(&format!(
-            "\nLatency is per query, one query at a time, from the call to the ranked list; query vectors come from the embedding cache. Query embedding by the model (uncached, {} queries): p50 {:.1} ms, p95 {:.1} ms — add it for every mode except `bm25`.\n",
-            self.query_embedding.samples, self.query_embedding.p50_ms, self.query_embedding.p95_ms
-        ));
-        if !self.references.is_empty() {
-            md.push_str("\nReferences: ");
-            let srcs: Vec<String> = self
-                .references
-                .iter()
-                .map(|r| format!("{}: {}", r.system, r.source))
-                .collect();
-            md.push_str(&srcs.join("; "));
-            md.push_str(".\n");
-        }
-        if let Some(best) = self.best_sweep() {
-            md.push_str("\n## Fusion sweep (`hybrid` mode, tuned on this split)\n\n`identifiers` = `RecallConfig::max_identifiers` (0: no identifier probes).\n\n| RRF k | dense weight | sparse weight | identifiers | nDCG@10 | Recall@10 | Recall@100 | MRR@10 |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-            for r in &self.sweep {
-                let mark = if std::ptr::eq(r, best) { "**" } else { "" };
-                let m = &r.summary;
-                md.push_str(&format!(
-                    "| {} | {} | {} | {} | {mark}{:.3}{mark} | {:.3} | {:.3} | {:.3} |\n",
-                    r.fusion.rrf_k,
-                    r.fusion.dense_weight,
-                    r.fusion.sparse_weight,
-                    r.fusion.identifiers,
-                    m.ndcg10,
-                    m.recall10,
-                    m.recall100,
-                    m.mrr10
-                ));
-            }
-        }
-        if let Some(p) = &self.packs {
-            md.push_str("\n## MemoryPacks\n\n");
-            md.push_str(&p.markdown());
-        }
-        md
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -824,16 +413,5 @@ mod tests {
         let all = select(queries, &qrels, corpus, None, 2);
         assert_eq!(all.queries.len(), 2);
         assert_eq!(all.corpus.len(), 10);
-    }
-
-    #[test]
-    fn qrels_parse_with_header() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("q.tsv");
-        std::fs::write(&p, "query-id\tcorpus-id\tscore\n1\td1\t1\n1\td2\t2\n").unwrap();
-        let q = read_qrels(&p).unwrap();
-        assert_eq!(q["1"]["d2"], 2.0);
-        std::fs::write(&p, "query-id\tcorpus-id\tscore\n1\td1\n").unwrap();
-        assert!(read_qrels(&p).is_err());
     }
 }

@@ -16,6 +16,7 @@ use cairn_models::{Citation, Coverage, Scope};
 use cairn_recall::{RecallConfig, RecallFilters, RecallRequest, Recaller};
 use serde::Serialize;
 
+use crate::chart::Curve;
 use crate::metrics::{mean, Distribution};
 use crate::report::f3;
 use crate::stack::{Event, Observer, Workspace};
@@ -446,6 +447,25 @@ impl PackReport {
             c.recommended_min_relevance, c.current_min_relevance, c.rule
         ));
         md
+    }
+}
+
+/// The evidence-recall-per-token curve of a pack report, for a chart: one point per budget,
+/// named after the dataset and its budgets.
+pub fn pack_curve(name: &str, p: &PackReport) -> Curve {
+    let budgets = p
+        .curve
+        .iter()
+        .map(|b| b.budget.to_string())
+        .collect::<Vec<_>>()
+        .join("/");
+    Curve {
+        name: format!("{name} (budgets {budgets})"),
+        points: p
+            .curve
+            .iter()
+            .map(|b| (b.mean_tokens, b.evidence_recall))
+            .collect(),
     }
 }
 

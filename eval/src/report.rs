@@ -152,6 +152,20 @@ pub fn to_json<T: Serialize>(value: &T) -> Result<String> {
     serde_json::to_string_pretty(value).map_err(|e| EvalError::Internal(format!("JSON: {e}")))
 }
 
+/// A file-name-safe form of a dataset or split name: ASCII alphanumerics, `-` and `_`
+/// kept (lowercased), anything else becomes `-`.
+pub fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
 /// Formats a metric with three decimals, or "–" when absent.
 pub fn f3(v: Option<f64>) -> String {
     v.map_or_else(|| "–".to_string(), |v| format!("{v:.3}"))
@@ -169,5 +183,6 @@ mod tests {
         assert_eq!(quote("it's"), r"'it'\''s'");
         assert_eq!(f3(Some(0.12345)), "0.123");
         assert_eq!(f3(None), "–");
+        assert_eq!(sanitize("SciFact v1.0"), "scifact-v1-0");
     }
 }

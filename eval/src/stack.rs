@@ -1,9 +1,14 @@
 //! The engine under test, assembled from the library crates (the `api` crate's `Engine` is
-//! not available here: `api` depends on this crate).
+//! not available here: `api` depends on this crate). This is the one assembly path of the
+//! harness and of `cairn bench`.
 //!
-//! One [`Embedder`] (with a persistent embedding cache, so a second run embeds nothing) is
-//! shared by every [`Workspace`]; each workspace is a fresh embedded Qdrant store in a
-//! throwaway directory, so runs are independent of each other and of `./cairn-data`.
+//! An [`EvalEnv`] is the model: one [`Embedder`], with a persistent embedding cache (so a
+//! second run embeds nothing) or none. Each [`Workspace`] is a fresh embedded Qdrant store in
+//! a throwaway directory with its write path ([`Ingestor`]) and, on demand, its read path
+//! ([`Workspace::recaller`]), so runs are independent of each other and of `./cairn-data`.
+//! [`WorkspaceOptions`] says how: one chunk per document or the default chunking, and the
+//! store's [`SyncPolicy`] (the harness keeps the default, `always`; `cairn bench` passes
+//! `SyncPolicy::from_env()` so `CAIRN_SYNC` measures the durability cost).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,7 +18,7 @@ use cairn_embed::{EmbedConfig, Embedder};
 use cairn_ingest::{ChunkSettings, DocumentInput, IngestConfig, Ingestor, Outcome, Progress};
 use cairn_models::Scope;
 use cairn_recall::{RecallConfig, Recaller};
-use cairn_store::{EdgeStore, MemoryStore, StoreConfig};
+use cairn_store::{EdgeStore, MemoryStore, StoreConfig, SyncPolicy};
 
 use crate::{EvalError, Result};
 
@@ -104,6 +109,35 @@ impl EvalEnv {
     pub fn cache_record_bytes(&self) -> u64 {
         16 + 4 * self.embedder.spec().dim as u64
     }
+
+    /// Vectors the model computed since the cache held `cache_before` bytes
+    /// ([`EvalEnv::cache_bytes`] taken before an ingest).
+    pub fn vectors_computed_since(&self, cache_before: u64) -> u64 {
+        self.cache_bytes().saturating_sub(cache_before) / self.cache_record_bytes()
+    }
+}
+
+/// How a [`Workspace`] is opened.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WorkspaceOptions {
+    /// One chunk per document (BEIR's published setting) instead of the default chunking.
+    pub whole_document: bool,
+    /// When the store's acknowledged writes reach stable storage (`StoreConfig::sync`).
+    pub sync: SyncPolicy,
+}
+
+impl WorkspaceOptions {
+    /// The write path's configuration for `embedder`'s model: `IngestConfig::for_model`,
+    /// with `whole_document` applied. `cairn bench` chunks with the same settings to time
+    /// the raw embedder on exactly the chunks the pipeline embeds.
+    pub fn ingest_config(&self, embedder: &Embedder) -> IngestConfig {
+        let mut ingest = IngestConfig::for_model(embedder.spec().max_tokens);
+        ingest.chunk = ChunkSettings {
+            whole_document: self.whole_document,
+            ..ingest.chunk
+        };
+        ingest
+    }
 }
 
 /// A fresh store with its write path, in a throwaway directory.
@@ -117,24 +151,39 @@ pub struct Workspace {
 }
 
 impl Workspace {
-    /// Opens an empty store; `whole_document` selects one chunk per document.
+    /// Opens an empty store with the default durability; `whole_document` selects one chunk
+    /// per document.
     pub async fn new(embedder: &Embedder, whole_document: bool) -> Result<Self> {
+        Self::open(
+            embedder,
+            WorkspaceOptions {
+                whole_document,
+                ..WorkspaceOptions::default()
+            },
+        )
+        .await
+    }
+
+    /// Opens an empty store in a fresh throwaway directory, with its write path.
+    pub async fn open(embedder: &Embedder, options: WorkspaceOptions) -> Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("cairn-eval-")
             .tempdir()
             .map_err(|e| EvalError::io(Path::new("temporary directory"), e))?;
-        let config = StoreConfig::new(dir.path(), embedder.spec().dim);
+        let config = StoreConfig {
+            sync: options.sync,
+            ..StoreConfig::new(dir.path(), embedder.spec().dim)
+        };
         let store: Arc<dyn MemoryStore> = Arc::new(
             tokio::task::spawn_blocking(move || EdgeStore::open(&config))
                 .await
                 .map_err(|e| EvalError::Internal(format!("store open task: {e}")))??,
         );
-        let mut ingest = IngestConfig::for_model(embedder.spec().max_tokens);
-        ingest.chunk = ChunkSettings {
-            whole_document,
-            ..ingest.chunk
-        };
-        let ingestor = Arc::new(Ingestor::new(Arc::clone(&store), embedder.clone(), ingest)?);
+        let ingestor = Arc::new(Ingestor::new(
+            Arc::clone(&store),
+            embedder.clone(),
+            options.ingest_config(embedder),
+        )?);
         Ok(Workspace {
             ingestor,
             store,

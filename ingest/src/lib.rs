@@ -22,14 +22,15 @@ pub mod extract;
 pub mod fixtures;
 pub mod messages;
 mod pipeline;
+mod record_messages;
 
 pub use chunk::{Chunk, ChunkSettings, Chunker};
 pub use extract::{Extracted, MediaType};
 pub use messages::{parse_messages, MessageInput, Timestamp};
 pub use pipeline::{
-    DocSource, DocStatus, DocumentInput, DocumentReport, IngestConfig, Ingestor, MessageReceipt,
-    Outcome, Progress,
+    DocSource, DocStatus, DocumentInput, DocumentReport, IngestConfig, Ingestor, Outcome, Progress,
 };
+pub use record_messages::MessageReceipt;
 
 use cairn_models::ErrorKind;
 

@@ -4,15 +4,17 @@
 //! 2. Two legs run inside the partition: dense (cosine) and sparse (BM25), plus bounded
 //!    identifier probes: each identifier the query names ([`query::identifiers`], at most 8)
 //!    is searched lexically and kept only where the text contains it verbatim.
-//! 3. The legs are fused by weighted reciprocal rank fusion (the same formula Qdrant's RRF
-//!    uses); identifier hits get a boost. Per item, why it was selected (dense rank, sparse
-//!    rank, identifier hits) is kept as data.
+//! 3. The legs are fused by weighted reciprocal rank fusion, `w / (k + rank)` (not Qdrant's
+//!    weighting, see [`fusion`]); identifier hits get a shared bonus. Per item, why it was
+//!    selected (dense rank, sparse rank, identifier hits) is kept as data. The fusion is the
+//!    pure function [`fusion::fuse`].
 //! 4. Chunks of superseded document versions are dropped (the registry names the current
 //!    version), near-duplicates removed, and a diverse top list chosen by MMR.
 //! 5. [`pack::build_pack`] writes the Markdown within the token budget, with conflicts,
 //!    coverage and unknowns.
 
 pub mod conflict;
+pub mod fusion;
 pub mod pack;
 pub mod query;
 pub mod text;
@@ -24,6 +26,7 @@ use cairn_embed::Embedder;
 use cairn_models::ids::document_record_id;
 use cairn_models::{ErrorKind, MemoryPack, PointKind, Scope, SelectionReason, TrustOrigin};
 use cairn_store::{Filter, Hit, MemoryStore, SearchMode, SearchRequest};
+use fusion::{FusionParams, IdentifierLeg, Legs};
 use uuid::Uuid;
 
 pub use pack::{build_pack, PackInput, PackItem, TokenCounter, MAX_BUDGET, MIN_BUDGET};
@@ -298,8 +301,8 @@ impl Recaller {
         )?;
 
         let identifiers = query::identifiers(&req.query, self.config.max_identifiers);
-        let mut ident_hits: HashMap<Uuid, (Hit, Vec<String>)> = HashMap::new();
-        let mut ident_matches: HashMap<String, usize> = HashMap::new();
+        let mut ident_legs: Vec<IdentifierLeg<Uuid>> = Vec::with_capacity(identifiers.len());
+        let mut ident_hits: Vec<Hit> = Vec::new();
         for ident in &identifiers {
             let hits = self
                 .store
@@ -314,75 +317,60 @@ impl Recaller {
                 )
                 .await?;
             let needle = ident.to_lowercase();
-            for h in hits {
-                let contains = h
-                    .point
-                    .text
-                    .as_deref()
-                    .is_some_and(|t| t.to_lowercase().contains(&needle));
-                if contains {
-                    *ident_matches.entry(ident.clone()).or_insert(0) += 1;
-                    ident_hits
-                        .entry(h.id)
-                        .or_insert_with(|| (h.clone(), Vec::new()))
-                        .1
-                        .push(ident.clone());
-                }
-            }
+            let found: Vec<Hit> = hits
+                .into_iter()
+                .filter(|h| {
+                    h.point
+                        .text
+                        .as_deref()
+                        .is_some_and(|t| t.to_lowercase().contains(&needle))
+                })
+                .collect();
+            ident_legs.push(IdentifierLeg {
+                identifier: ident.clone(),
+                items: found.iter().map(|h| h.id).collect(),
+            });
+            ident_hits.extend(found);
         }
 
-        let k = self.config.rrf_k;
-        let mut merged: HashMap<Uuid, Ranked> = HashMap::new();
-        let entry = |hit: &Hit| -> Ranked {
-            let dense_score = hit.dense.as_deref().map(|v| cosine(&qvec, v));
-            Ranked {
-                hit: hit.clone(),
-                reason: SelectionReason {
-                    dense_rank: None,
-                    sparse_rank: None,
-                    dense_score,
-                    identifier_hits: Vec::new(),
-                    fused_score: 0.0,
-                },
-                relevant: false,
-            }
-        };
-        for (rank, hit) in dense.iter().enumerate() {
-            let r = merged.entry(hit.id).or_insert_with(|| entry(hit));
-            r.reason.dense_rank = Some(rank as u32 + 1);
-            r.reason.fused_score += self.config.dense_weight / (k + rank as f32 + 1.0);
-        }
-        for (rank, hit) in sparse.iter().enumerate() {
-            let r = merged.entry(hit.id).or_insert_with(|| entry(hit));
-            r.reason.sparse_rank = Some(rank as u32 + 1);
-            r.reason.fused_score += self.config.sparse_weight / (k + rank as f32 + 1.0);
-        }
-        for (id, (hit, idents)) in ident_hits {
-            let r = merged.entry(id).or_insert_with(|| entry(&hit));
-            // An exact mention of a named identifier counts like a top rank in a third leg,
-            // weighted, and shared among the items that mention it: a rare identifier
-            // ("ZX-4471", in one item) lifts that item; a common one ("UK", in all five
-            // probed items) barely reorders anything.
-            let bonus: f32 = idents
-                .iter()
-                .map(|i| 1.0 / *ident_matches.get(i).unwrap_or(&1) as f32)
-                .sum();
-            r.reason.fused_score += self.config.identifier_weight * bonus / (k + 1.0);
-            r.reason.identifier_hits = idents;
-        }
-        for r in merged.values_mut() {
-            r.relevant = r.reason.dense_score.unwrap_or(0.0) >= self.config.min_relevance
-                || !r.reason.identifier_hits.is_empty();
-        }
+        let dense_ids: Vec<Uuid> = dense.iter().map(|h| h.id).collect();
+        let sparse_ids: Vec<Uuid> = sparse.iter().map(|h| h.id).collect();
+        let fused = fusion::fuse(
+            &Legs {
+                dense: &dense_ids,
+                sparse: &sparse_ids,
+                identifiers: &ident_legs,
+            },
+            &FusionParams::from(&self.config),
+        );
 
-        let mut ranked: Vec<Ranked> = merged.into_values().collect();
+        // Each item's point as first seen: dense leg, then sparse, then identifier probes.
+        let mut points: HashMap<Uuid, Hit> = HashMap::new();
+        for h in dense.into_iter().chain(sparse).chain(ident_hits) {
+            points.entry(h.id).or_insert(h);
+        }
+        let mut ranked: Vec<Ranked> = fused
+            .into_iter()
+            .filter_map(|f| {
+                let hit = points.remove(&f.key)?;
+                let dense_score = hit.dense.as_deref().map(|v| cosine(&qvec, v));
+                let relevant = dense_score.unwrap_or(0.0) >= self.config.min_relevance
+                    || !f.identifier_hits.is_empty();
+                Some(Ranked {
+                    hit,
+                    reason: SelectionReason {
+                        dense_rank: f.dense_rank,
+                        sparse_rank: f.sparse_rank,
+                        dense_score,
+                        identifier_hits: f.identifier_hits,
+                        fused_score: f.fused_score,
+                    },
+                    relevant,
+                })
+            })
+            .collect();
+        // Keeps the fused order (best first, ties by id).
         self.drop_superseded(&partition, &mut ranked).await?;
-        ranked.sort_by(|a, b| {
-            b.reason
-                .fused_score
-                .total_cmp(&a.reason.fused_score)
-                .then_with(|| a.hit.id.cmp(&b.hit.id))
-        });
         Ok(ranked)
     }
 

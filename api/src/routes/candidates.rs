@@ -10,10 +10,10 @@ use utoipa_axum::routes;
 
 use super::{detached, page, partition_of, query_error, CommonErrors, QueryResult, ScopeQuery};
 use crate::candidates::{
-    self, CandidateRequest, CandidateStatus, CandidateView, DecisionRequest, EventReceipt,
-    EventRequest, EventView, ProposeResponse,
+    self, CandidateRequest, CandidateStatus, CandidateView, DecisionRequest, ProposeResponse,
 };
 use crate::error::{ApiError, ErrorBody};
+use crate::events::{self, EventReceipt, EventRequest, EventView};
 use crate::json::Json;
 use crate::SharedState;
 
@@ -70,7 +70,7 @@ async fn post_event(
     state.auth.check_propose(&headers, &body.scope)?;
     limits::check_metadata("metadata", body.metadata.as_ref())?;
     detached(async move {
-        let receipt = candidates::post_event(&state.engine, body).await?;
+        let receipt = events::post_event(&state.engine, body).await?;
         if receipt.created {
             state.metrics.add("events_recorded", 1);
         }
@@ -97,7 +97,7 @@ async fn get_event(
     let partition = q.partition(&state, &headers)?;
     cairn_models::scope::validate_component("event_id", &id)?;
     Ok(Json(
-        candidates::get_event(&state.engine, &partition, &id).await?,
+        events::get_event(&state.engine, &partition, &id).await?,
     ))
 }
 

@@ -1,0 +1,160 @@
+//! Documents and recall over HTTP: ingest, list, get, delete, recall, and the background index
+//! rebuild. Through `tower::ServiceExt::oneshot`, on the real engine and model.
+
+// Test helpers may panic on setup failures: that is a test failure, not a bug to handle.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use cairn_api::Auth;
+use serde_json::json;
+
+use common::{assert_documented, call, scope, test_app};
+
+#[tokio::test]
+async fn health_documents_and_recall() {
+    let app = test_app(Auth::default(), 1 << 20);
+    let (s, v) = call(&app, "GET", "/healthz", None, None).await;
+    assert_eq!((s, v["status"].as_str()), (StatusCode::OK, Some("ok")));
+    let (s, v) = call(&app, "GET", "/readyz", None, None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_documented("GET", "/readyz", 200, &v);
+    let (s, v) = call(&app, "GET", "/v1/openapi.json", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["openapi"], "3.1.0");
+    assert!(v["paths"]["/v1/forget"]["post"].is_object());
+
+    let doc = json!({"scope": scope("acme"), "source": "kb/vpn.md", "media_type": "text/markdown",
+        "text": "# VPN\n\nInstall the client, sign in with your company account and choose the Frankfurt gateway."});
+    let (s, v) = call(&app, "POST", "/v1/documents", Some(doc.clone()), None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["status"], "created");
+    let doc_id = v["doc_id"].as_str().unwrap().to_string();
+    let (_, v) = call(&app, "POST", "/v1/documents", Some(doc), None).await;
+    assert_eq!(v["status"], "unchanged");
+
+    let (s, v) = call(
+        &app,
+        "GET",
+        "/v1/documents?tenant=acme&user=alice&namespace=kb",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["total"], 1);
+    let (s, _) = call(
+        &app,
+        "GET",
+        &format!("/v1/documents/{doc_id}?tenant=acme&user=alice&namespace=kb"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    // Another tenant cannot see it: 404, as if it did not exist.
+    let (s, v) = call(
+        &app,
+        "GET",
+        &format!("/v1/documents/{doc_id}?tenant=other&user=alice&namespace=kb"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("not_found"))
+    );
+
+    let (s, v) = call(
+        &app,
+        "POST",
+        "/v1/recall",
+        Some(json!({"scope": scope("acme"), "query": "Which VPN gateway should I choose?"})),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["citations"][0]["source"], "kb/vpn.md");
+    let (_, v) = call(
+        &app,
+        "POST",
+        "/v1/recall",
+        Some(json!({"scope": scope("other"), "query": "Which VPN gateway should I choose?"})),
+        None,
+    )
+    .await;
+    assert_eq!(v["coverage"], "none");
+
+    let (s, _) = call(
+        &app,
+        "DELETE",
+        &format!("/v1/documents/{doc_id}?tenant=acme&user=alice&namespace=kb"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = call(
+        &app,
+        "GET",
+        &format!("/v1/documents/{doc_id}?tenant=acme&user=alice&namespace=kb"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (_, v) = call(
+        &app,
+        "POST",
+        "/v1/recall",
+        Some(json!({"scope": scope("acme"), "query": "Which VPN gateway should I choose?"})),
+        None,
+    )
+    .await;
+    assert_eq!(
+        v["citations"].as_array().unwrap().len(),
+        0,
+        "deleted document is gone: {v}"
+    );
+
+    let (s, v) = call(&app, "GET", "/metrics", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(v.as_str().unwrap().contains(
+        "cairn_http_requests_total{method=\"POST\",route=\"/v1/recall\",status=\"200\"}"
+    ));
+}
+
+#[tokio::test]
+async fn the_index_is_rebuilt_in_the_background_after_many_writes() {
+    let app = test_app(Auth::default(), 1 << 20);
+    let doc = json!({"scope": scope("acme"), "source": "kb/vpn.md", "media_type": "text/markdown",
+        "text": "# VPN\n\nInstall the client, sign in with your company account and choose the Frankfurt gateway."});
+    let (s, _) = call(&app, "POST", "/v1/documents", Some(doc), None).await;
+    assert_eq!(s, StatusCode::OK);
+    let engine = Arc::clone(&app.state.engine);
+    engine.note_written(cairn_api::engine::OPTIMIZE_AFTER_CHUNKS);
+    assert!(
+        engine.optimizing(),
+        "a build starts once enough chunks were written"
+    );
+    let started = std::time::Instant::now();
+    while engine.optimizing() && started.elapsed() < std::time::Duration::from_secs(60) {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(!engine.optimizing(), "the build finishes");
+    // Reads and writes go on as before on the optimized shard.
+    let (s, v) = call(
+        &app,
+        "POST",
+        "/v1/recall",
+        Some(json!({"scope": scope("acme"), "query": "Which VPN gateway should I choose?"})),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["citations"][0]["source"], "kb/vpn.md");
+}

@@ -1,0 +1,281 @@
+//! The LoCoMo report: per-category figures, published references, Markdown and the files
+//! written by [`write_locomo`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::chart::{self, BarSeries};
+use crate::data::locomo::category_name;
+use crate::metrics::{mean, Latency};
+use crate::packs::PackReport;
+use crate::report::{f3, RunInfo};
+use crate::retrieval::{Fusion, Mode, QueryScores, QuerySpec};
+use crate::Result;
+
+/// Published per-category nDCG@10 on all 10 conversations (bge-small-en-v1.5, BM25).
+pub fn published(c: u8) -> Option<(f64, f64)> {
+    match c {
+        4 => Some((0.462, 0.542)),
+        1 => Some((0.299, 0.267)),
+        2 => Some((0.537, 0.564)),
+        3 => Some((0.265, 0.245)),
+        5 => Some((0.255, 0.490)),
+        _ => None,
+    }
+}
+
+/// Options of a LoCoMo run.
+#[derive(Debug, Clone)]
+pub struct LocomoOptions {
+    pub data: PathBuf,
+    pub modes: Vec<Mode>,
+    /// First N conversations only.
+    pub conversations: Option<usize>,
+    /// First N questions of each conversation only.
+    pub questions: Option<usize>,
+    pub fusion: Fusion,
+    pub budgets: Vec<usize>,
+    /// Foreign unanswerable probes (a BEIR `queries.jsonl`).
+    pub probes: Option<PathBuf>,
+    pub probe_limit: usize,
+}
+
+impl LocomoOptions {
+    pub fn new(data: PathBuf) -> Self {
+        LocomoOptions {
+            data,
+            modes: Mode::ALL.to_vec(),
+            conversations: None,
+            questions: None,
+            fusion: Fusion::default(),
+            budgets: crate::packs::DEFAULT_BUDGETS.to_vec(),
+            probes: None,
+            probe_limit: 200,
+        }
+    }
+}
+
+/// Figures of one category (or all) under one mode.
+#[derive(Debug, Clone, Serialize)]
+pub struct CategoryScores {
+    pub category: String,
+    pub questions: usize,
+    pub ndcg10: f64,
+    pub recall5: f64,
+    pub recall10: f64,
+    pub mrr10: f64,
+    /// Published nDCG@10 (bge-small-en-v1.5, BM25) on all 10 conversations.
+    pub published_dense: Option<f64>,
+    pub published_bm25: Option<f64>,
+}
+
+/// One mode's results.
+#[derive(Debug, Clone, Serialize)]
+pub struct LocomoMode {
+    pub mode: Mode,
+    pub categories: Vec<CategoryScores>,
+    pub overall: CategoryScores,
+    pub latency: Latency,
+}
+
+/// The report of a LoCoMo run.
+#[derive(Debug, Clone, Serialize)]
+pub struct LocomoReport {
+    pub run: RunInfo,
+    pub data: String,
+    pub conversations: Vec<String>,
+    pub messages: usize,
+    pub questions: usize,
+    pub skipped_questions: usize,
+    pub ingest_seconds: f64,
+    pub vectors_computed: u64,
+    pub fusion: Fusion,
+    pub modes: Vec<LocomoMode>,
+    pub packs: Option<PackReport>,
+}
+
+fn aggregate(
+    name: String,
+    scores: &[&QueryScores],
+    published: Option<(f64, f64)>,
+) -> CategoryScores {
+    let col = |f: fn(&QueryScores) -> f64| mean(&scores.iter().map(|s| f(s)).collect::<Vec<_>>());
+    CategoryScores {
+        category: name,
+        questions: scores.len(),
+        ndcg10: col(|s| s.ndcg10),
+        recall5: col(|s| s.recall5),
+        recall10: col(|s| s.recall10),
+        mrr10: col(|s| s.mrr10),
+        published_dense: published.map(|p| p.0),
+        published_bm25: published.map(|p| p.1),
+    }
+}
+
+impl LocomoMode {
+    /// One mode's figures: per category (the query's `group`) and overall. `scores` are in
+    /// the order of `queries`.
+    pub fn of(mode: Mode, queries: &[QuerySpec], scores: &[QueryScores]) -> Self {
+        let mut by_cat: BTreeMap<u8, Vec<&QueryScores>> = BTreeMap::new();
+        for (q, s) in queries.iter().zip(scores) {
+            let c: u8 = q.group.as_deref().and_then(|g| g.parse().ok()).unwrap_or(0);
+            by_cat.entry(c).or_default().push(s);
+        }
+        let categories = by_cat
+            .iter()
+            .map(|(c, s)| aggregate(format!("{c} {}", category_name(*c)), s, published(*c)))
+            .collect();
+        let all: Vec<&QueryScores> = scores.iter().collect();
+        LocomoMode {
+            mode,
+            categories,
+            overall: aggregate("overall".into(), &all, None),
+            latency: Latency::of(&scores.iter().map(|s| s.latency_ms).collect::<Vec<_>>()),
+        }
+    }
+}
+
+impl LocomoReport {
+    pub fn stem(&self) -> String {
+        "locomo".into()
+    }
+
+    pub fn markdown(&self) -> String {
+        let mut md = format!("# LoCoMo retrieval\n\n{}\n", self.run.markdown());
+        md.push_str(&format!(
+            "\n## Data\n\n- `{}`: conversations {} — {} messages recorded with `Ingestor::record_messages` in {:.1} s ({} vectors computed, the rest from the embedding cache).\n- {} questions evaluated ({} skipped: no usable evidence id); each question is retrieved within its own conversation and scored against its evidence turns.\n- Fusion of the hybrid modes: RRF k = {}, dense weight {}, sparse weight {}, identifiers {}. Ranking depth 100.\n- Published figures are MTEB/LMEB LoCoMo nDCG@10 on all 10 conversations; ours are on the conversations above.\n",
+            self.data,
+            self.conversations.join(", "),
+            self.messages,
+            self.ingest_seconds,
+            self.vectors_computed,
+            self.questions,
+            self.skipped_questions,
+            self.fusion.rrf_k,
+            self.fusion.dense_weight,
+            self.fusion.sparse_weight,
+            self.fusion.identifiers
+        ));
+        md.push_str("\n## nDCG@10 per category\n\n| category | questions |");
+        for m in &self.modes {
+            md.push_str(&format!(" Cairn `{}` |", m.mode));
+        }
+        md.push_str(" bge-small-en-v1.5 (published) | BM25 (published) |\n|---|---:|");
+        md.push_str(&"---:|".repeat(self.modes.len() + 2));
+        md.push('\n');
+        if let Some(first) = self.modes.first() {
+            for (i, c) in first.categories.iter().enumerate() {
+                md.push_str(&format!("| {} | {} |", c.category, c.questions));
+                for m in &self.modes {
+                    md.push_str(&format!(" {:.3} |", m.categories[i].ndcg10));
+                }
+                md.push_str(&format!(
+                    " {} | {} |\n",
+                    f3(c.published_dense),
+                    f3(c.published_bm25)
+                ));
+            }
+            md.push_str(&format!("| overall | {} |", first.overall.questions));
+            for m in &self.modes {
+                md.push_str(&format!(" {:.3} |", m.overall.ndcg10));
+            }
+            md.push_str(" – | – |\n");
+        }
+        md.push_str("\n## All metrics per mode\n\n| mode | category | nDCG@10 | Recall@5 | Recall@10 | MRR@10 |\n|---|---|---:|---:|---:|---:|\n");
+        for m in &self.modes {
+            for c in m.categories.iter().chain(std::iter::once(&m.overall)) {
+                md.push_str(&format!(
+                    "| {} | {} | {:.3} | {:.3} | {:.3} | {:.3} |\n",
+                    m.mode, c.category, c.ndcg10, c.recall5, c.recall10, c.mrr10
+                ));
+            }
+        }
+        md.push_str("\n## Latency per question\n\n| mode | p50 ms | p95 ms |\n|---|---:|---:|\n");
+        for m in &self.modes {
+            md.push_str(&format!(
+                "| {} | {:.1} | {:.1} |\n",
+                m.mode, m.latency.p50_ms, m.latency.p95_ms
+            ));
+        }
+        md.push_str("\nQuery vectors come from the embedding cache (see the BEIR report for the model's query embedding latency).\n");
+        if let Some(p) = &self.packs {
+            md.push_str("\n## MemoryPacks\n\n");
+            md.push_str(&p.markdown());
+        }
+        md
+    }
+}
+
+/// Writes a LoCoMo report to `dir`: `locomo.json`, `locomo.md`, `locomo-categories.svg`
+/// and, with packs, `locomo-packs.svg`.
+pub fn write_locomo(report: &LocomoReport, dir: &Path) -> Result<Vec<PathBuf>> {
+    let stem = report.stem();
+    let mut out = vec![
+        crate::report::write_file(
+            dir,
+            &format!("{stem}.json"),
+            &crate::report::to_json(report)?,
+        )?,
+        crate::report::write_file(dir, &format!("{stem}.md"), &report.markdown())?,
+    ];
+    if let Some(first) = report.modes.first() {
+        let groups: Vec<String> = first
+            .categories
+            .iter()
+            .map(|c| c.category.clone())
+            .chain(std::iter::once("overall".to_string()))
+            .collect();
+        let mut series: Vec<BarSeries> = report
+            .modes
+            .iter()
+            .map(|m| BarSeries {
+                name: format!("Cairn {}", m.mode),
+                values: m
+                    .categories
+                    .iter()
+                    .chain(std::iter::once(&m.overall))
+                    .map(|c| Some(c.ndcg10))
+                    .collect(),
+            })
+            .collect();
+        let published = |f: fn(&CategoryScores) -> Option<f64>| -> Vec<Option<f64>> {
+            first
+                .categories
+                .iter()
+                .map(f)
+                .chain(std::iter::once(None))
+                .collect()
+        };
+        series.push(BarSeries {
+            name: "bge-small-en-v1.5 (published, 10 conv.)".into(),
+            values: published(|c| c.published_dense),
+        });
+        series.push(BarSeries {
+            name: "BM25 (published, 10 conv.)".into(),
+            values: published(|c| c.published_bm25),
+        });
+        let svg = dir.join(format!("{stem}-categories.svg"));
+        chart::grouped_bars(
+            &svg,
+            "LoCoMo: nDCG@10 per question category",
+            &groups,
+            &series,
+            1.0,
+        )?;
+        out.push(svg);
+    }
+    if let Some(p) = &report.packs {
+        let svg = dir.join(format!("{stem}-packs.svg"));
+        chart::curves(
+            &svg,
+            "LoCoMo: MemoryPack evidence recall per token",
+            "mean tokens used by the pack",
+            "evidence turns cited (fraction)",
+            &[crate::packs::pack_curve("locomo", p)],
+        )?;
+        out.push(svg);
+    }
+    Ok(out)
+}
