@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use cairn_models::{Partition, StoredPoint};
@@ -46,6 +47,9 @@ pub struct StoreConfig {
     pub dim: usize,
     /// When an acknowledged write reaches stable storage.
     pub sync: SyncPolicy,
+    /// Journal size that triggers a checkpoint (default [`journal::CHECKPOINT_BYTES`]; the
+    /// crash tests set it small so kills land around checkpoints too).
+    pub checkpoint_bytes: u64,
 }
 
 impl StoreConfig {
@@ -55,6 +59,7 @@ impl StoreConfig {
             data_dir: data_dir.into(),
             dim,
             sync: SyncPolicy::default(),
+            checkpoint_bytes: journal::CHECKPOINT_BYTES,
         }
     }
 }
@@ -87,6 +92,10 @@ pub struct EdgeStore {
     write: Arc<Mutex<()>>,
     gate: Arc<RwLock<()>>,
     journal: Arc<Journal>,
+    /// Number of `optimize` calls running: a size-triggered checkpoint then waits for a later
+    /// write instead of stopping every writer behind a long index build.
+    optimizing: Arc<AtomicUsize>,
+    checkpoint_bytes: u64,
     dim: usize,
     path: PathBuf,
 }
@@ -167,6 +176,8 @@ impl EdgeStore {
             write: Arc::new(Mutex::new(())),
             gate: Arc::new(RwLock::new(())),
             journal: Arc::new(journal),
+            optimizing: Arc::new(AtomicUsize::new(0)),
+            checkpoint_bytes: config.checkpoint_bytes.max(1),
             dim: config.dim,
             path,
         })
@@ -199,6 +210,8 @@ impl EdgeStore {
         let lock = Arc::clone(&self.write);
         let gate = Arc::clone(&self.gate);
         let journal = Arc::clone(&self.journal);
+        let optimizing = Arc::clone(&self.optimizing);
+        let checkpoint_bytes = self.checkpoint_bytes;
         tokio::task::spawn_blocking(move || {
             let record = journal::encode(&op)?;
             let seq = {
@@ -212,7 +225,9 @@ impl EdgeStore {
             };
             journal.sync(seq)?;
             cairn_models::failpoint("store.after_sync");
-            if journal.len() >= journal::CHECKPOINT_BYTES {
+            // Deferred while an index build runs (the journal may pass the threshold for
+            // that long); the first write after it checkpoints.
+            if journal.len() >= checkpoint_bytes && optimizing.load(Ordering::Acquire) == 0 {
                 checkpoint(&shard, &gate, &journal)?;
             }
             Ok(())
@@ -671,9 +686,13 @@ impl MemoryStore for EdgeStore {
         // waits for it.
         let shard = Arc::clone(&self.shard);
         let gate = Arc::clone(&self.gate);
+        let optimizing = Arc::clone(&self.optimizing);
         tokio::task::spawn_blocking(move || {
             let _gate = gate.read().unwrap_or_else(|p| p.into_inner());
-            shard.optimize().map_err(engine)
+            optimizing.fetch_add(1, Ordering::AcqRel);
+            let result = shard.optimize().map_err(engine);
+            optimizing.fetch_sub(1, Ordering::AcqRel);
+            result
         })
         .await
         .map_err(|e| StoreError::Engine(format!("storage task failed: {e}")))?

@@ -229,7 +229,15 @@ async fn crash_child_writer() {
         return;
     };
     use std::io::Write;
-    let store = std::sync::Arc::new(open(std::path::Path::new(&dir)));
+    // A tiny checkpoint threshold: the journal is flushed into the shard and emptied every
+    // few writes, so the kills also land during and right after checkpoints.
+    let store = std::sync::Arc::new(
+        EdgeStore::open(&StoreConfig {
+            checkpoint_bytes: 16 * 1024,
+            ..StoreConfig::new(std::path::Path::new(&dir), DIM)
+        })
+        .unwrap(),
+    );
     let start: usize = std::env::var("CAIRN_STORE_CRASH_START")
         .unwrap()
         .parse()
@@ -319,6 +327,15 @@ fn acknowledged_writes_survive_kill_9() {
         }
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
+        let journal_bytes = std::fs::metadata(dir.path().join(cairn_store::JOURNAL_FILE))
+            .map(|m| m.len())
+            .unwrap_or(0);
+        // Every write before the kill is covered: some by checkpoints, the rest by the journal
+        // (which checkpoints kept small).
+        assert!(
+            journal_bytes < 256 * 1024,
+            "journal not checkpointed: {journal_bytes} bytes"
+        );
         // Writes acknowledged after we stopped reading are not counted; a write the child
         // had not acknowledged may or may not be there.
         let rt = tokio::runtime::Runtime::new().unwrap();
@@ -337,7 +354,7 @@ fn acknowledged_writes_survive_kill_9() {
                 .collect();
             let back = store.retrieve(&s.partition(), &dead, false).await.unwrap();
             println!(
-                "round {round}: acknowledged points {} lost {lost}; deleted {} resurrected {}",
+                "round {round}: journal at the kill {journal_bytes} bytes; acknowledged points {} lost {lost}; deleted {} resurrected {}",
                 ids.len(),
                 dead.len(),
                 back.len()
