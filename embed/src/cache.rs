@@ -149,7 +149,7 @@ impl EmbeddingCache {
     pub fn put_many(&self, entries: &[(CacheKey, Vec<f32>)]) -> Result<()> {
         let mut inner = self.lock();
         let mut buf = Vec::with_capacity(entries.len() * (16 + self.dim * 4));
-        let mut fresh = Vec::new();
+        let mut fresh = std::collections::HashSet::new();
         for (key, v) in entries {
             if v.len() != self.dim || inner.map.contains_key(key) || fresh.contains(key) {
                 continue;
@@ -158,7 +158,7 @@ impl EmbeddingCache {
             for x in v {
                 buf.extend_from_slice(&x.to_le_bytes());
             }
-            fresh.push(*key);
+            fresh.insert(*key);
         }
         inner.file.write_all(&buf)?;
         for (key, v) in entries {

@@ -26,37 +26,6 @@ pub fn published(c: u8) -> Option<(f64, f64)> {
     }
 }
 
-/// Options of a LoCoMo run.
-#[derive(Debug, Clone)]
-pub struct LocomoOptions {
-    pub data: PathBuf,
-    pub modes: Vec<Mode>,
-    /// First N conversations only.
-    pub conversations: Option<usize>,
-    /// First N questions of each conversation only.
-    pub questions: Option<usize>,
-    pub fusion: Fusion,
-    pub budgets: Vec<usize>,
-    /// Foreign unanswerable probes (a BEIR `queries.jsonl`).
-    pub probes: Option<PathBuf>,
-    pub probe_limit: usize,
-}
-
-impl LocomoOptions {
-    pub fn new(data: PathBuf) -> Self {
-        LocomoOptions {
-            data,
-            modes: Mode::ALL.to_vec(),
-            conversations: None,
-            questions: None,
-            fusion: Fusion::default(),
-            budgets: crate::packs::DEFAULT_BUDGETS.to_vec(),
-            probes: None,
-            probe_limit: 200,
-        }
-    }
-}
-
 /// Figures of one category (or all) under one mode.
 #[derive(Debug, Clone, Serialize)]
 pub struct CategoryScores {
