@@ -166,7 +166,7 @@ fn main() -> anyhow::Result<()> {
     let engine = Engine::open(dir.path()).map_err(|e| anyhow::anyhow!("{e}"))?;
     println!(
         "engine: model {} loaded in {:.1}s",
-        engine.embedder.model_id(),
+        engine.embedder().model_id(),
         opened.elapsed().as_secs_f64()
     );
     let state = Arc::new(AppState {
@@ -223,7 +223,7 @@ fn main() -> anyhow::Result<()> {
     });
     let c = run_phase("complete", &base, completes, concurrency, complete);
 
-    let points = runtime.block_on(state.engine.store.count_all())?;
+    let points = runtime.block_on(state.engine.store().count_all())?;
     println!("store: {points} points after the run");
     runtime.shutdown_timeout(Duration::from_secs(5));
     let errors = r.errors.load(Ordering::Relaxed) + c.errors.load(Ordering::Relaxed);

@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::error::ApiError;
+use cairn_service::ServiceError;
 
 /// Like `axum::Json`, with typed errors.
 #[derive(Debug, Clone, Copy, Default)]
@@ -30,24 +31,28 @@ where
 
 fn rejection_to_error(rejection: JsonRejection) -> ApiError {
     match rejection {
-        JsonRejection::JsonDataError(e) => ApiError::InvalidRequest(format!(
+        JsonRejection::JsonDataError(e) => ApiError::invalid(format!(
             "request body does not match the schema: {}",
             e.body_text()
         )),
         JsonRejection::JsonSyntaxError(e) => {
-            ApiError::InvalidRequest(format!("malformed JSON: {}", e.body_text()))
+            ApiError::invalid(format!("malformed JSON: {}", e.body_text()))
         }
-        JsonRejection::MissingJsonContentType(_) => ApiError::UnsupportedMediaType(
-            "expected a body with `Content-Type: application/json`".into(),
-        ),
+        JsonRejection::MissingJsonContentType(_) => {
+            ApiError::Service(ServiceError::UnsupportedMediaType(
+                "expected a body with `Content-Type: application/json`".into(),
+            ))
+        }
         JsonRejection::BytesRejection(e) => {
             if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::PayloadTooLarge("request body is larger than the server's limit".into())
+                ApiError::Service(ServiceError::PayloadTooLarge(
+                    "request body is larger than the server's limit".into(),
+                ))
             } else {
-                ApiError::InvalidRequest(format!("cannot read request body: {}", e.body_text()))
+                ApiError::invalid(format!("cannot read request body: {}", e.body_text()))
             }
         }
-        other => ApiError::InvalidRequest(other.body_text()),
+        other => ApiError::invalid(other.body_text()),
     }
 }
 

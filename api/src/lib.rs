@@ -1,22 +1,18 @@
-//! Cairn's HTTP API (axum) and the pieces the `cairn` CLI shares with it.
+//! Cairn's HTTP door (axum): routers, extractors, the error-to-status mapping and the
+//! OpenAPI document.
 //!
-//! Only this crate knows HTTP. [`app`] composes the router from small routers; every
-//! handler's error is an [`ApiError`], mapped to a status in one exhaustive match
-//! ([`ApiError::parts`]); request bodies go through [`json::Json`], whose rejections use the
-//! same error shape.
+//! Only this crate knows HTTP; every rule lives in the service crate (`cairn-service`), whose
+//! operations each handler calls with the request's principal. [`app`] composes the router
+//! from small routers; every handler's error is an [`ApiError`], mapped to a status in one
+//! exhaustive match over the stable codes ([`error::status_of`]); request bodies go through
+//! [`json::Json`], whose rejections use the same error shape.
 
 pub mod auth;
-pub mod candidates;
-pub mod engine;
 pub mod error;
-pub mod events;
-pub mod evidence;
-pub mod forget;
 pub mod json;
+pub mod mcp;
 pub mod metrics;
 mod routes;
-pub mod schema;
-pub mod turns;
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -25,9 +21,9 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
+use cairn_service::ServiceError;
 
-pub use auth::Auth;
-pub use engine::Engine;
+pub use cairn_service::{Auth, Engine};
 pub use error::ApiError;
 pub use metrics::Metrics;
 
@@ -87,17 +83,31 @@ pub async fn serve(
     state: SharedState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown)
+    // Open MCP sessions hold event streams that never end by themselves: end them when
+    // shutdown begins, so draining can finish.
+    let mcp_shutdown = tokio_util::sync::CancellationToken::new();
+    let stop = mcp_shutdown.clone();
+    axum::serve(listener, compose(state, mcp_shutdown))
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            stop.cancel();
+        })
         .await
 }
 
-/// The whole HTTP application.
+/// The whole HTTP application: the REST routes and the MCP endpoint (`/mcp`, Streamable
+/// HTTP; see [`mcp`]).
 pub fn app(state: SharedState) -> Router {
+    compose(state, tokio_util::sync::CancellationToken::new())
+}
+
+fn compose(state: SharedState, mcp_shutdown: tokio_util::sync::CancellationToken) -> Router {
     let limit = state.config.max_body_bytes;
     let (router, _) = routes::api().split_for_parts();
+    // `/mcp` is not a REST route: it stays out of the OpenAPI document.
     router
-        .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        .merge(mcp::router(&state, mcp_shutdown))
+        .fallback(|| async { ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|req: Request| async move {
             ApiError::MethodNotAllowed(format!(
                 "{} is not allowed on {}",
@@ -120,7 +130,7 @@ pub fn app(state: SharedState) -> Router {
 /// Refuses non-loopback hosts and origins in key-less mode ([`Auth::check_origin`]), before
 /// any handler reads the body.
 async fn guard(State(state): State<SharedState>, req: Request, next: Next) -> Response {
-    if let Err(e) = state.auth.check_origin(req.headers(), req.uri()) {
+    if let Err(e) = auth::check_origin(&state.auth, req.headers(), req.uri()) {
         return e.into_response();
     }
     next.run(req).await
@@ -149,14 +159,16 @@ async fn error_shape(response: Response) -> Response {
         text
     };
     let error = match status {
-        axum::http::StatusCode::NOT_FOUND => ApiError::NotFound(text),
+        axum::http::StatusCode::NOT_FOUND => ServiceError::NotFound(text).into(),
         axum::http::StatusCode::METHOD_NOT_ALLOWED => ApiError::MethodNotAllowed(text),
-        axum::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge(text),
-        axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::UnsupportedMediaType(text),
-        axum::http::StatusCode::SERVICE_UNAVAILABLE => ApiError::Unavailable(text),
+        axum::http::StatusCode::PAYLOAD_TOO_LARGE => ServiceError::PayloadTooLarge(text).into(),
+        axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+            ServiceError::UnsupportedMediaType(text).into()
+        }
+        axum::http::StatusCode::SERVICE_UNAVAILABLE => ServiceError::Unavailable(text).into(),
         axum::http::StatusCode::GATEWAY_TIMEOUT => ApiError::Timeout,
-        s if s.is_client_error() => ApiError::InvalidRequest(text),
-        _ => ApiError::Internal(text),
+        s if s.is_client_error() => ServiceError::InvalidRequest(text).into(),
+        _ => ServiceError::Internal(text).into(),
     };
     error.into_response()
 }

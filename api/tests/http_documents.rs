@@ -136,7 +136,7 @@ async fn the_index_is_rebuilt_in_the_background_after_many_writes() {
     let (s, _) = call(&app, "POST", "/v1/documents", Some(doc), None).await;
     assert_eq!(s, StatusCode::OK);
     let engine = Arc::clone(&app.state.engine);
-    engine.note_written(cairn_api::engine::OPTIMIZE_AFTER_CHUNKS);
+    engine.note_written(cairn_service::OPTIMIZE_AFTER_CHUNKS);
     assert!(
         engine.optimizing(),
         "a build starts once enough chunks were written"

@@ -239,7 +239,7 @@ async fn caps_are_typed_errors_naming_the_limit() {
     let (points, _) = app
         .state
         .engine
-        .store
+        .store()
         .scroll(
             &cairn_models::Scope::new("acme", "alice", "kb", "bot", "s1")
                 .unwrap()

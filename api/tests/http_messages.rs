@@ -187,7 +187,7 @@ async fn deleting_messages_tombstones_turns_and_forget_removes_documents() {
     assert_eq!(s, StatusCode::BAD_REQUEST);
     insta::assert_json_snapshot!("forget_bad_ref", v);
     let stats = cairn_ingest::catalog::stats(
-        app.state.engine.store.as_ref(),
+        app.state.engine.store().as_ref(),
         &cairn_models::Scope::new("acme", "alice", "kb", "bot", "s1")
             .unwrap()
             .partition(),
@@ -275,7 +275,7 @@ async fn keyless_messages_are_new_and_explicit_keys_are_idempotent() {
 #[tokio::test]
 async fn hard_forget_purges_cached_vectors_and_queries_are_not_cached() {
     let app = test_app(Auth::default(), 1 << 20);
-    let embedder = &app.state.engine.embedder;
+    let embedder = &app.state.engine.embedder();
     let base = embedder.cached_len();
     let text = "# Vault\n\nThe vault combination is 31-47-09.\n\n## Access\n\nOnly the night manager opens the vault.";
     let (s, doc) = call(

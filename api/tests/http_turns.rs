@@ -23,7 +23,7 @@ async fn agent_turns_prepare_and_complete_idempotently() {
     assert_eq!(env["turn_id"], "turn-1");
     assert_eq!(env["memory_pack"]["coverage"], "none");
     // prepare persisted nothing
-    assert_eq!(app.state.engine.store.count_all().await.unwrap(), 0);
+    assert_eq!(app.state.engine.store().count_all().await.unwrap(), 0);
 
     let body = json!({"scope": scope("acme"), "user_message": "My dentist appointment is on Tuesday at 10am.",
         "assistant_message": "Got it: dentist on Tuesday at 10am."});
@@ -38,7 +38,7 @@ async fn agent_turns_prepare_and_complete_idempotently() {
     assert_eq!(s, StatusCode::OK, "{r1}");
     assert_eq!(r1["user_message_ref"], "msg:s1/0");
     assert_eq!(r1["assistant_message_ref"], "msg:s1/1");
-    let points = app.state.engine.store.count_all().await.unwrap();
+    let points = app.state.engine.store().count_all().await.unwrap();
     let (s, r2) = call(
         &app,
         "POST",
@@ -50,7 +50,7 @@ async fn agent_turns_prepare_and_complete_idempotently() {
     assert_eq!(s, StatusCode::OK);
     assert_eq!(r1, r2, "a replay returns the same receipt");
     assert_eq!(
-        app.state.engine.store.count_all().await.unwrap(),
+        app.state.engine.store().count_all().await.unwrap(),
         points,
         "a replay writes nothing"
     );
@@ -67,7 +67,7 @@ async fn agent_turns_prepare_and_complete_idempotently() {
     .await;
     assert_eq!(s, StatusCode::CONFLICT);
     insta::assert_json_snapshot!("turn_conflict", v);
-    assert_eq!(app.state.engine.store.count_all().await.unwrap(), points);
+    assert_eq!(app.state.engine.store().count_all().await.unwrap(), points);
 
     // Concurrent identical completions of a new turn store exactly one turn.
     let mut body3 = body.clone();
@@ -99,7 +99,7 @@ async fn agent_turns_prepare_and_complete_idempotently() {
     }
     assert!(receipts.windows(2).all(|w| w[0] == w[1]));
     let stats = cairn_ingest::catalog::stats(
-        app.state.engine.store.as_ref(),
+        app.state.engine.store().as_ref(),
         &cairn_models::Scope::new("acme", "alice", "kb", "bot", "s1")
             .unwrap()
             .partition(),
@@ -219,7 +219,7 @@ async fn receipts_with_a_legacy_digest_still_match_their_exact_replay() {
     });
     let sc = cairn_models::Scope::new("acme", "alice", "kb", "bot", "s1").unwrap();
     let id = cairn_models::ids::turn_record_id(&sc, "t-old");
-    let store = &app.state.engine.store;
+    let store = &app.state.engine.store();
     let mut hit = store
         .retrieve(&sc.partition(), &[id], false)
         .await

@@ -112,7 +112,7 @@ async fn doc_state(
     let engine = &app.state.engine;
     let p = partition();
     let registry = engine
-        .ingestor
+        .ingestor()
         .current_record(&p, source)
         .await
         .unwrap()
@@ -127,7 +127,7 @@ async fn doc_state(
     let filter = Filter::new()
         .eq("kind", PointKind::Chunk.as_str())
         .eq("source", source);
-    for h in engine.store.scroll_all(&p, filter).await.unwrap() {
+    for h in engine.store().scroll_all(&p, filter).await.unwrap() {
         *chunks.entry(h.point.doc_id.unwrap()).or_insert(0) += 1;
     }
     (registry, chunks)
@@ -194,7 +194,7 @@ async fn recall(app: &TestApp, query: &str) -> Value {
 async fn count(app: &TestApp, filter: Filter) -> usize {
     app.state
         .engine
-        .store
+        .store()
         .count(&partition(), filter)
         .await
         .unwrap()
@@ -428,7 +428,7 @@ async fn completing_a_turn_while_forgetting_its_conversation_is_all_or_nothing()
         let record = app
             .state
             .engine
-            .store
+            .store()
             .retrieve(
                 &partition(),
                 &[turn_record_id(&scope(&session), &turn)],
@@ -437,7 +437,10 @@ async fn completing_a_turn_while_forgetting_its_conversation_is_all_or_nothing()
             .await
             .unwrap();
         assert_eq!(record.len(), 1, "{ctx}: the turn record is missing");
-        let deleted = record[0].point.metadata.as_ref().unwrap()["deleted"] == json!(true);
+        let deleted = matches!(
+            &record[0].point.state,
+            Some(cairn_models::RecordState::Turn(t)) if t.deleted
+        );
         let messages = count(
             &app,
             Filter::new()
@@ -526,7 +529,7 @@ async fn memories(app: &TestApp) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forget_retries_finish_derived_work_and_remove_orphans() {
     let app = app_with(Auth::default(), ServerConfig::default());
-    let store = Arc::clone(&app.state.engine.store);
+    let store = Arc::clone(app.state.engine.store());
     let p = partition();
 
     // A document cited by an approved memory; the document's evidence is then deleted
@@ -713,7 +716,7 @@ async fn approving_again_repairs_a_missing_memory() {
     let p = partition();
     app.state
         .engine
-        .store
+        .store()
         .delete_ids(&p, vec![memory_point_id(&p, &id)])
         .await
         .unwrap();

@@ -8,11 +8,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use cairn_api::turns::PrepareRequest;
-use cairn_api::{AppState, Auth, Engine, Metrics, ServerConfig};
-use cairn_ingest::{catalog, parse_messages, DocStatus, DocumentInput, Progress};
+use cairn_api::{AppState, Metrics, ServerConfig};
+use cairn_ingest::{parse_messages, DocStatus, DocumentInput, Progress};
 use cairn_models::pack::TurnMode;
 use cairn_models::Scope;
+use cairn_service::turns::PrepareRequest;
+use cairn_service::{Auth, Engine, Principal};
 use clap::{Args, Parser, Subcommand};
 
 mod bench;
@@ -136,6 +137,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve the MCP tools (recall, remember, turns, ...) over stdin/stdout for a desktop
+    /// client (Claude Desktop, Cursor, VS Code) as the local operator. stdout is the
+    /// protocol; logs go to stderr. Over HTTP the same tools are at `/mcp` of `cairn serve`.
+    Mcp,
     /// Print the sha256 of an API key, for the key file.
     HashKey { key: String },
     /// Benchmarks: figures and ratios, never pass/fail.
@@ -222,6 +227,18 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
         Command::Bench { which } => bench::run(which).await,
         Command::Eval { which } => cli_eval::run(which).await,
         Command::ExtractWorker { .. } => bail!("extract-worker runs before the async runtime"),
+        Command::Mcp => {
+            let engine = open_engine(&cli.data_dir).await?;
+            eprintln!(
+                "cairn: MCP server on stdio (data dir {})",
+                cli.data_dir.display()
+            );
+            cairn_api::mcp::serve_stdio(Arc::clone(&engine))
+                .await
+                .context("MCP over stdio")?;
+            engine.flush().await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::HashKey { key } => {
             println!("{}", cairn_models::ids::sha256_hex(key.as_bytes()));
             Ok(ExitCode::SUCCESS)
@@ -263,7 +280,7 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
             }
             let engine = Arc::clone(&state.engine);
             cairn_api::serve(listener, state, shutdown_signal()).await?;
-            engine.store.flush().await?;
+            engine.flush().await?;
             eprintln!("cairn: stopped");
             Ok(ExitCode::SUCCESS)
         }
@@ -288,7 +305,9 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
                     .with_context(|| format!("reading {}", file.display()))?;
                 let msgs = parse_messages(&text)?;
                 // Keyless lines keyed by content and occurrence (`KeylessMessages::ByContent`).
-                let receipts = engine.ingestor.record_messages(&scope, msgs).await?;
+                let receipts = engine
+                    .import_messages(&Principal::Local, &scope, msgs)
+                    .await?;
                 let created = receipts.iter().filter(|r| r.created).count();
                 if json {
                     println!(
@@ -327,7 +346,7 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
                     .collect();
                 failed |= ingest_inputs(&engine, &scope, inputs, json).await?;
             }
-            engine.store.flush().await?;
+            engine.flush().await?;
             Ok(if failed {
                 ExitCode::from(2)
             } else {
@@ -343,18 +362,19 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
             let engine = open_engine(&cli.data_dir).await?;
             // The same service call as `POST /v1/turns/prepare`: one envelope, one set of
             // rules (query limits, turn id), whatever the door.
-            let envelope = cairn_api::turns::prepare(
-                &engine,
-                PrepareRequest {
-                    scope,
-                    user_message: query,
-                    turn_id: None,
-                    mode: TurnMode::Text,
-                    token_budget: budget,
-                    filters: Default::default(),
-                },
-            )
-            .await?;
+            let envelope = engine
+                .prepare_turn(
+                    &Principal::Local,
+                    PrepareRequest {
+                        scope,
+                        user_message: query,
+                        turn_id: None,
+                        mode: TurnMode::Text,
+                        token_budget: budget,
+                        filters: Default::default(),
+                    },
+                )
+                .await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&envelope)?);
             } else {
@@ -365,7 +385,9 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
         Command::Documents { json } => {
             let scope = cli.scope.scope()?;
             let engine = open_engine(&cli.data_dir).await?;
-            let docs = catalog::list_documents(engine.store.as_ref(), &scope.partition()).await?;
+            let docs = engine
+                .list_documents(&Principal::Local, &scope.partition())
+                .await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&docs)?);
             } else if docs.is_empty() {
@@ -390,8 +412,8 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
         Command::Stats { json } => {
             let scope = cli.scope.scope()?;
             let engine = open_engine(&cli.data_dir).await?;
-            let stats = catalog::stats(engine.store.as_ref(), &scope.partition()).await?;
-            let total = engine.store.count_all().await?;
+            let stats = engine.stats(&Principal::Local, &scope.partition()).await?;
+            let total = engine.count_all().await?;
             if json {
                 println!(
                     "{}",
@@ -550,19 +572,22 @@ async fn ingest_inputs(
             }
         })
     };
-    let outcomes = engine
-        .ingestor
-        .ingest_documents(scope, inputs, progress)
-        .await;
+    let batch = engine
+        .ingest_batch(&Principal::Local, scope, inputs, progress)
+        .await?;
+    let outcomes = batch.outcomes;
+    let written = batch.chunks;
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
     let elapsed = started.elapsed();
-    let written = chunks_written.load(Ordering::Relaxed);
-    // Build the HNSW index and merge segments after a large batch (the server does the same
-    // in the background; one threshold for both, in the engine).
-    if let Some(took) = engine.optimize_after_bulk(written).await? {
-        eprintln!("ingest: vector index built in {:.1}s", took.as_secs_f64());
+    // The service built the HNSW index and merged segments after a large batch (the server
+    // does the same in the background; one threshold for both, in the engine).
+    if let Some(build) = batch.index_built {
+        eprintln!(
+            "ingest: vector index built in {:.1}s",
+            build.took.as_secs_f64()
+        );
     }
 
     let mut created = 0;

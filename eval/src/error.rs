@@ -27,6 +27,8 @@ pub enum EvalError {
     Store(#[from] cairn_store::StoreError),
     #[error(transparent)]
     Embed(#[from] cairn_embed::EmbedError),
+    #[error(transparent)]
+    Service(#[from] cairn_service::ServiceError),
     /// A chart could not be drawn.
     #[error("chart {path}: {reason}")]
     Chart { path: String, reason: String },
@@ -50,6 +52,7 @@ impl EvalError {
             EvalError::Recall(e) => e.kind(),
             EvalError::Store(e) => e.kind(),
             EvalError::Embed(e) => e.kind(),
+            EvalError::Service(e) => e.kind(),
             EvalError::Chart { .. } | EvalError::Internal(_) => ErrorKind::Internal,
         }
     }

@@ -1,11 +1,12 @@
-//! The engine under test, assembled from the library crates (the `api` crate's `Engine` is
-//! not available here: `api` depends on this crate). This is the one assembly path of the
-//! harness and of `cairn bench`.
+//! The engine under test: the service's own [`Engine`], assembled by
+//! [`Engine::with_embedder`] (the same path as `cairn serve`), shared by the harness and
+//! `cairn bench`.
 //!
 //! An [`EvalEnv`] is the model: one [`Embedder`], with a persistent embedding cache (so a
-//! second run embeds nothing) or none. Each [`Workspace`] is a fresh embedded Qdrant store in
-//! a throwaway directory with its write path ([`Ingestor`]) and, on demand, its read path
-//! ([`Workspace::recaller`]), so runs are independent of each other and of `./cairn-data`.
+//! second run embeds nothing) or none. Each [`Workspace`] is a fresh engine over a throwaway
+//! directory; its write path ([`Ingestor`]) and, on demand, a read path with the run's
+//! settings ([`Workspace::recaller`]), so runs are independent of each other and of
+//! `./cairn-data`.
 //! [`WorkspaceOptions`] says how: one chunk per document or the default chunking, and the
 //! store's [`SyncPolicy`] (the harness keeps the default, `always`; `cairn bench` passes
 //! `SyncPolicy::from_env()` so `CAIRN_SYNC` measures the durability cost).
@@ -18,7 +19,8 @@ use cairn_embed::{EmbedConfig, Embedder};
 use cairn_ingest::{ChunkSettings, DocumentInput, IngestConfig, Ingestor, Outcome, Progress};
 use cairn_models::Scope;
 use cairn_recall::{RecallConfig, Recaller};
-use cairn_store::{EdgeStore, MemoryStore, StoreConfig, SyncPolicy};
+use cairn_service::{Engine, EngineOptions, Principal};
+use cairn_store::{MemoryStore, SyncPolicy};
 
 use crate::{EvalError, Result};
 
@@ -140,10 +142,11 @@ impl WorkspaceOptions {
     }
 }
 
-/// A fresh store with its write path, in a throwaway directory.
-// Field order matters: the store (held by the ingestor too) is dropped before its directory.
+/// A fresh engine over a throwaway directory.
+// Field order matters: the engine and the store are dropped before their directory.
 #[derive(Debug)]
 pub struct Workspace {
+    pub engine: Arc<Engine>,
     pub ingestor: Arc<Ingestor>,
     pub store: Arc<dyn MemoryStore>,
     pub embedder: Embedder,
@@ -170,24 +173,24 @@ impl Workspace {
             .prefix("cairn-eval-")
             .tempdir()
             .map_err(|e| EvalError::io(Path::new("temporary directory"), e))?;
-        let config = StoreConfig {
+        let (path, embedder_c) = (dir.path().to_path_buf(), embedder.clone());
+        let engine_options = EngineOptions {
             sync: options.sync,
-            ..StoreConfig::new(dir.path(), embedder.spec().dim)
+            ingest: Some(options.ingest_config(embedder)),
+            recall: RecallConfig::default(),
         };
-        let store: Arc<dyn MemoryStore> = Arc::new(
-            tokio::task::spawn_blocking(move || EdgeStore::open(&config))
-                .await
-                .map_err(|e| EvalError::Internal(format!("store open task: {e}")))??,
+        let engine = Arc::new(
+            tokio::task::spawn_blocking(move || {
+                Engine::with_embedder(&path, embedder_c, engine_options)
+            })
+            .await
+            .map_err(|e| EvalError::Internal(format!("engine open task: {e}")))??,
         );
-        let ingestor = Arc::new(Ingestor::new(
-            Arc::clone(&store),
-            embedder.clone(),
-            options.ingest_config(embedder),
-        )?);
         Ok(Workspace {
-            ingestor,
-            store,
+            ingestor: Arc::clone(engine.ingestor()),
+            store: Arc::clone(engine.store()),
             embedder: embedder.clone(),
+            engine,
             dir,
         })
     }
@@ -228,26 +231,21 @@ impl Workspace {
             })
         };
         let started = Instant::now();
-        let outcomes = self
-            .ingestor
-            .ingest_documents(scope, inputs, progress)
-            .await;
+        // The service's batch ingest: the same index-build rule as `cairn ingest`.
+        let batch = self
+            .engine
+            .ingest_batch(&Principal::Local, scope, inputs, progress)
+            .await?;
         let seconds = started.elapsed().as_secs_f64();
         observer(Event::IngestFinished);
         let written = chunks.load(std::sync::atomic::Ordering::Relaxed);
-        let optimize = if written >= 1000 {
-            let t = Instant::now();
-            let optimized = self.store.optimize().await?;
-            Some(Optimize {
-                optimized,
-                seconds: t.elapsed().as_secs_f64(),
-            })
-        } else {
-            None
-        };
+        let optimize = batch.index_built.map(|b| Optimize {
+            optimized: b.optimized,
+            seconds: b.took.as_secs_f64(),
+        });
         self.store.flush().await?;
         Ok(IngestRun {
-            outcomes,
+            outcomes: batch.outcomes,
             seconds,
             chunks: written,
             optimize,

@@ -35,11 +35,14 @@ pub struct MessageInput {
 pub struct KeyedMessage {
     pub message: MessageInput,
     pub message_id: Option<String>,
+    /// Cairn's state of the stored message (a turn's links); never from a caller.
+    pub state: Option<cairn_models::RecordState>,
 }
 
 impl From<MessageInput> for KeyedMessage {
     fn from(message: MessageInput) -> Self {
         KeyedMessage {
+            state: None,
             message,
             message_id: None,
         }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use cairn_models::ids::{
     conversation_record_id, message_content_digest, message_point_id, sha256_hex, MessageKey,
 };
-use cairn_models::{Partition, PointKind, Ref, Role, Scope, StoredPoint, TrustOrigin};
+use cairn_models::{Partition, PointKind, RecordState, Ref, Role, Scope, StoredPoint, TrustOrigin};
 use cairn_store::{Filter, UpsertPoint};
 use serde::Serialize;
 use uuid::Uuid;
@@ -108,7 +108,8 @@ impl Ingestor {
             };
             ids.push(message_point_id(scope, &m.conversation_id, &key, m.role));
         }
-        let messages: Vec<MessageInput> = keyed.into_iter().map(|k| k.message).collect();
+        let (messages, states): (Vec<MessageInput>, Vec<Option<RecordState>>) =
+            keyed.into_iter().map(|k| (k.message, k.state)).unzip();
         let existing: HashMap<Uuid, StoredPoint> = self
             .store
             .retrieve(&partition, &ids, false)
@@ -140,7 +141,7 @@ impl Ingestor {
         let mut to_write = Vec::new();
         let mut texts = Vec::new();
         let mut claimed: HashMap<Uuid, u64> = HashMap::new();
-        for (m, id) in messages.iter().zip(&ids) {
+        for ((m, id), state) in messages.iter().zip(&ids).zip(&states) {
             if let Some(p) = existing.get(id) {
                 receipts.push(MessageReceipt {
                     id: *id,
@@ -186,6 +187,7 @@ impl Ingestor {
             p.source = Some(format!("conversation:{}", m.conversation_id));
             p.content_hash = Some(sha256_hex(m.content.as_bytes()));
             p.metadata = m.metadata.clone();
+            p.state = state.clone();
             let text = match &m.speaker {
                 Some(s) => format!("{s}: {}", m.content),
                 None => m.content.clone(),

@@ -45,3 +45,115 @@ impl ModelError {
         }
     }
 }
+
+/// Every stable, machine-readable error code a door reports (README "Error codes"). The one
+/// table: the service crate's error names its code here, the HTTP door maps each code to a
+/// status in one exhaustive match, MCP reports it in tool errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    InvalidRequest,
+    Unauthorized,
+    ScopeForbidden,
+    Forbidden,
+    ForbiddenOrigin,
+    NotFound,
+    MethodNotAllowed,
+    TurnConflict,
+    Conflict,
+    PayloadTooLarge,
+    TooManyItems,
+    UnsupportedMediaType,
+    ExtractionFailed,
+    EmptyDocument,
+    EvidenceNotFound,
+    Unavailable,
+    Timeout,
+    Internal,
+}
+
+impl ErrorCode {
+    /// Every code, in the order of the README's table.
+    pub const ALL: [ErrorCode; 18] = [
+        ErrorCode::InvalidRequest,
+        ErrorCode::Unauthorized,
+        ErrorCode::ScopeForbidden,
+        ErrorCode::Forbidden,
+        ErrorCode::ForbiddenOrigin,
+        ErrorCode::NotFound,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::TurnConflict,
+        ErrorCode::Conflict,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::TooManyItems,
+        ErrorCode::UnsupportedMediaType,
+        ErrorCode::ExtractionFailed,
+        ErrorCode::EmptyDocument,
+        ErrorCode::EvidenceNotFound,
+        ErrorCode::Unavailable,
+        ErrorCode::Timeout,
+        ErrorCode::Internal,
+    ];
+
+    /// The code as it appears on the wire.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::ScopeForbidden => "scope_forbidden",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::ForbiddenOrigin => "forbidden_origin",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::TurnConflict => "turn_conflict",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::TooManyItems => "too_many_items",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
+            ErrorCode::ExtractionFailed => "extraction_failed",
+            ErrorCode::EmptyDocument => "empty_document",
+            ErrorCode::EvidenceNotFound => "evidence_not_found",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::Timeout => "timeout",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    /// What a caller can do about it.
+    pub fn kind(self) -> ErrorKind {
+        match self {
+            ErrorCode::InvalidRequest
+            | ErrorCode::Unauthorized
+            | ErrorCode::ScopeForbidden
+            | ErrorCode::Forbidden
+            | ErrorCode::ForbiddenOrigin
+            | ErrorCode::MethodNotAllowed
+            | ErrorCode::PayloadTooLarge
+            | ErrorCode::TooManyItems
+            | ErrorCode::UnsupportedMediaType
+            | ErrorCode::ExtractionFailed
+            | ErrorCode::EmptyDocument
+            | ErrorCode::EvidenceNotFound => ErrorKind::BadInput,
+            ErrorCode::NotFound => ErrorKind::NotFound,
+            ErrorCode::TurnConflict | ErrorCode::Conflict => ErrorKind::Conflict,
+            ErrorCode::Unavailable | ErrorCode::Timeout => ErrorKind::Unavailable,
+            ErrorCode::Internal => ErrorKind::Internal,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_and_snake_case() {
+        let mut seen = std::collections::HashSet::new();
+        for code in ErrorCode::ALL {
+            let s = code.as_str();
+            assert!(seen.insert(s), "{s} twice");
+            assert!(s.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'));
+            assert_eq!(serde_json::to_value(code).ok(), Some(serde_json::json!(s)));
+        }
+    }
+}

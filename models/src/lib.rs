@@ -4,6 +4,8 @@
 //! - [`ids`]: content-addressed identifiers (document ids, point ids) — stable across runs.
 //! - [`refs`]: the reference grammar (`doc:<id>#<n>`, `msg:<conversation>/<seq>`, ...).
 //! - [`record`]: what is stored per point (document chunks, conversation messages, documents).
+//! - [`state`]: Cairn's typed state of its own records (candidates, turns, forgets), and
+//!   reading the older layout that kept it in `metadata`.
 //! - [`pack`]: the MemoryPack and the `agent-turn-v1` envelope returned by recall.
 //! - [`limits`]: caps on what a caller may store, and canonical JSON for digests.
 //! - [`error`]: the error classification every crate maps its errors onto.
@@ -17,8 +19,9 @@ pub mod pack;
 pub mod record;
 pub mod refs;
 pub mod scope;
+pub mod state;
 
-pub use error::{ErrorKind, ModelError};
+pub use error::{ErrorCode, ErrorKind, ModelError};
 pub use failpoint::failpoint;
 pub use pack::{
     Citation, Conflict, ConflictSide, Coverage, MemoryPack, SelectedNode, SelectionReason,
@@ -27,3 +30,4 @@ pub use pack::{
 pub use record::{DocumentInfo, PointKind, Role, StoredPoint, TrustOrigin};
 pub use refs::Ref;
 pub use scope::{Partition, Scope};
+pub use state::RecordState;

@@ -188,9 +188,13 @@ pub struct StoredPoint {
     /// Media type of a document ("text/markdown", "application/pdf", ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media_type: Option<String>,
-    /// Caller metadata, stored as given.
+    /// Caller metadata, stored as given (only the caller's: Cairn's own state is `state`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<serde_json::Value>,
+    /// Cairn's state of this record, typed per kind (candidate review, turn receipt,
+    /// forget receipt, a turn message's links...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<crate::state::RecordState>,
 }
 
 impl StoredPoint {
@@ -222,6 +226,7 @@ impl StoredPoint {
             content_hash: None,
             media_type: None,
             metadata: None,
+            state: None,
         }
     }
 

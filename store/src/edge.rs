@@ -393,12 +393,17 @@ fn to_qdrant(filter: &Filter, partition: &Partition) -> Result<qdrant_edge::Filt
     })
 }
 
+/// A stored payload as a point. Points written before typed record state existed keep that
+/// state in `metadata`; it is read into `state` here, so every reader sees one layout
+/// (`RecordState::upgrade_legacy`) and old data directories need no migration step.
 fn decode_payload(id: &PointId, payload: Option<qdrant_edge::Payload>) -> Result<StoredPoint> {
     let map = payload.map(|p| p.0).unwrap_or_default();
-    serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| StoreError::Corrupt {
-        id: format!("{id:?}"),
-        reason: e.to_string(),
-    })
+    serde_json::from_value(serde_json::Value::Object(map))
+        .map(cairn_models::RecordState::upgrade_legacy)
+        .map_err(|e| StoreError::Corrupt {
+            id: format!("{id:?}"),
+            reason: e.to_string(),
+        })
 }
 
 fn point_uuid(id: &PointId) -> Result<Uuid> {

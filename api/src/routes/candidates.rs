@@ -2,18 +2,18 @@
 
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
-use cairn_models::limits;
+use cairn_service::candidates::{
+    CandidateRequest, CandidateStatus, CandidateView, DecisionRequest, ProposeResponse,
+};
+use cairn_service::events::{EventReceipt, EventRequest, EventView};
+use cairn_service::ops::{page, partition};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{detached, page, partition_of, query_error, CommonErrors, QueryResult, ScopeQuery};
-use crate::candidates::{
-    self, CandidateRequest, CandidateStatus, CandidateView, DecisionRequest, ProposeResponse,
-};
+use super::{detached, query_error, who, CommonErrors, QueryResult, ScopeQuery};
 use crate::error::{ApiError, ErrorBody};
-use crate::events::{self, EventReceipt, EventRequest, EventView};
 use crate::json::Json;
 use crate::SharedState;
 
@@ -66,11 +66,9 @@ async fn post_event(
     headers: HeaderMap,
     Json(body): Json<EventRequest>,
 ) -> Result<Json<EventReceipt>, ApiError> {
-    body.scope.validate()?;
-    state.auth.check_propose(&headers, &body.scope)?;
-    limits::check_metadata("metadata", body.metadata.as_ref())?;
+    let who = who(&state, &headers)?;
     detached(async move {
-        let receipt = events::post_event(&state.engine, body).await?;
+        let receipt = state.engine.post_event(&who, body).await?;
         if receipt.created {
             state.metrics.add("events_recorded", 1);
         }
@@ -94,11 +92,9 @@ async fn get_event(
     query: QueryResult<ScopeQuery>,
 ) -> Result<Json<EventView>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
-    let partition = q.partition(&state, &headers)?;
-    cairn_models::scope::validate_component("event_id", &id)?;
-    Ok(Json(
-        events::get_event(&state.engine, &partition, &id).await?,
-    ))
+    let partition = q.partition()?;
+    let who = who(&state, &headers)?;
+    Ok(Json(state.engine.get_event(&who, &partition, &id).await?))
 }
 
 /// Propose a memory (pending until a full key approves it). Every evidence ref must exist in
@@ -114,16 +110,9 @@ async fn propose(
     headers: HeaderMap,
     Json(body): Json<CandidateRequest>,
 ) -> Result<Json<ProposeResponse>, ApiError> {
-    body.scope.validate()?;
-    state.auth.check_propose(&headers, &body.scope)?;
-    limits::check_metadata("metadata", body.metadata.as_ref())?;
-    limits::check_count(
-        "evidence_refs",
-        body.evidence_refs.len(),
-        candidates::MAX_EVIDENCE,
-    )?;
+    let who = who(&state, &headers)?;
     detached(async move {
-        let response = candidates::propose(&state.engine, body).await?;
+        let response = state.engine.propose(&who, body).await?;
         if response.created {
             state.metrics.add("candidates_proposed", 1);
         }
@@ -141,8 +130,12 @@ async fn list_candidates(
     query: QueryResult<CandidateQuery>,
 ) -> Result<Json<CandidateList>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
-    let partition = partition_of(&state, &headers, &q.tenant, &q.user, &q.namespace)?;
-    let all = candidates::list(&state.engine, &partition, q.status).await?;
+    let partition = partition(&q.tenant, &q.user, &q.namespace)?;
+    let who = who(&state, &headers)?;
+    let all = state
+        .engine
+        .list_candidates(&who, &partition, q.status)
+        .await?;
     let total = all.len();
     Ok(Json(CandidateList {
         candidates: page(all, q.offset, q.limit),
@@ -165,8 +158,11 @@ async fn get_candidate(
     query: QueryResult<ScopeQuery>,
 ) -> Result<Json<CandidateView>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
-    let partition = q.partition(&state, &headers)?;
-    Ok(Json(candidates::get(&state.engine, &partition, &id).await?))
+    let partition = q.partition()?;
+    let who = who(&state, &headers)?;
+    Ok(Json(
+        state.engine.get_candidate(&who, &partition, &id).await?,
+    ))
 }
 
 async fn decide(
@@ -176,10 +172,9 @@ async fn decide(
     body: DecisionRequest,
     approve: bool,
 ) -> Result<Json<CandidateView>, ApiError> {
-    body.scope.validate()?;
-    state.auth.check_scope(&headers, &body.scope)?;
+    let who = who(&state, &headers)?;
     detached(async move {
-        let view = candidates::decide(&state.engine, &body.scope, &id, approve, body.note).await?;
+        let view = state.engine.decide(&who, &id, body, approve).await?;
         state.metrics.add(
             if approve {
                 "candidates_approved"

@@ -1,20 +1,16 @@
 //! Documents: ingest (JSON text or multipart upload), list, get, delete.
 
-use std::sync::Arc;
-
 use axum::extract::{Multipart, Path, State};
 use axum::http::HeaderMap;
-use cairn_ingest::catalog;
-use cairn_ingest::{DocSource, DocumentInput, DocumentReport, MediaType, Progress};
+use cairn_ingest::DocumentReport;
 use cairn_models::{DocumentInfo, Scope};
-use serde::{Deserialize, Serialize};
+use cairn_service::documents::{DocumentBody, DocumentList, FileUpload};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{detached, query_error, CommonErrors, DeleteQuery, QueryResult, ScopeQuery};
+use super::{detached, query_error, who, CommonErrors, DeleteQuery, QueryResult, ScopeQuery};
 use crate::error::{ApiError, ErrorBody};
-use crate::forget;
 use crate::json::Json;
 use crate::SharedState;
 
@@ -23,29 +19,6 @@ pub(super) fn router() -> OpenApiRouter<SharedState> {
         .routes(routes!(post_document, list_documents))
         .routes(routes!(upload_document))
         .routes(routes!(get_document, delete_document))
-}
-
-/// `POST /v1/documents` body.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DocumentBody {
-    #[schema(value_type = crate::schema::Scope)]
-    pub scope: Scope,
-    /// The document's stable key (1 to 1024 bytes): the same source with new text is a new
-    /// version.
-    pub source: String,
-    pub text: String,
-    /// `text/plain` (default) or `text/markdown`; upload PDFs with multipart.
-    #[serde(default = "default_media")]
-    pub media_type: String,
-    /// Copied onto every chunk: at most 16 KiB serialized.
-    #[serde(default)]
-    #[schema(value_type = Option<Object>)]
-    pub metadata: Option<serde_json::Value>,
-}
-
-fn default_media() -> String {
-    "text/plain".into()
 }
 
 /// The multipart form of `POST /v1/documents/upload`.
@@ -64,44 +37,11 @@ pub struct UploadForm {
     pub file: Vec<u8>,
 }
 
-/// `GET /v1/documents`.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct DocumentList {
-    #[schema(value_type = Vec<crate::schema::DocumentInfo>)]
-    pub documents: Vec<DocumentInfo>,
-    pub total: usize,
-}
-
-async fn ingest_one(
-    state: &SharedState,
-    scope: &Scope,
-    input: DocumentInput,
-) -> Result<DocumentReport, ApiError> {
-    let engine = &state.engine;
-    let noop: Arc<dyn Fn(Progress) + Send + Sync> = Arc::new(|_| {});
-    let mut outcomes = engine
-        .ingestor
-        .ingest_documents(scope, vec![input], noop)
-        .await;
-    let outcome = outcomes
-        .pop()
-        .ok_or_else(|| ApiError::Internal("ingest returned no outcome".into()))?;
-    let report = outcome.result?;
-    state.metrics.add("documents_ingested", 1);
-    state
-        .metrics
-        .add("chunks_ingested", u64::from(report.chunks));
-    if report.status != cairn_ingest::DocStatus::Unchanged {
-        engine.note_written(u64::from(report.chunks));
-    }
-    Ok(report)
-}
-
 /// Ingest a text or Markdown document. Unchanged content is detected before embedding;
 /// changed content under the same source becomes a new version.
 #[utoipa::path(post, path = "/documents", tag = "documents", request_body = DocumentBody,
     responses(
-        (status = 200, description = "Stored", body = crate::schema::DocumentReport),
+        (status = 200, description = "Stored", body = cairn_service::schema::DocumentReport),
         (status = 422, description = "`empty_document`: no text to index", body = ErrorBody),
         CommonErrors,
     ))]
@@ -110,29 +50,20 @@ async fn post_document(
     headers: HeaderMap,
     Json(body): Json<DocumentBody>,
 ) -> Result<Json<DocumentReport>, ApiError> {
-    body.scope.validate()?;
-    state.auth.check_scope(&headers, &body.scope)?;
-    let media_type = MediaType::parse(&body.media_type)
-        .filter(|m| *m != MediaType::Pdf)
-        .ok_or_else(|| {
-            ApiError::UnsupportedMediaType(format!(
-                "media_type {:?} cannot be sent as JSON text (use text/plain or text/markdown; upload PDFs with multipart)",
-                body.media_type
-            ))
-        })?;
-    let input = DocumentInput {
-        source: body.source,
-        content: DocSource::Bytes {
-            bytes: body.text.into_bytes(),
-            media_type,
-        },
-        metadata: body.metadata,
-    };
-    // The library's caps (source, metadata), checked here too so the answer comes before
-    // any work is started.
-    input.validate()?;
-    let scope = body.scope;
-    detached(async move { Ok(Json(ingest_one(&state, &scope, input).await?)) }).await
+    let who = who(&state, &headers)?;
+    detached(async move {
+        let report = state.engine.ingest_text(&who, body).await?;
+        count_ingest(&state, &report);
+        Ok(Json(report))
+    })
+    .await
+}
+
+fn count_ingest(state: &SharedState, report: &DocumentReport) {
+    state.metrics.add("documents_ingested", 1);
+    state
+        .metrics
+        .add("chunks_ingested", u64::from(report.chunks));
 }
 
 /// Upload a file (txt, md, pdf) as multipart: text fields `tenant`, `user`, `namespace`,
@@ -140,7 +71,7 @@ async fn post_document(
 #[utoipa::path(post, path = "/documents/upload", tag = "documents",
     request_body(content = UploadForm, content_type = "multipart/form-data"),
     responses(
-        (status = 200, description = "Stored", body = crate::schema::DocumentReport),
+        (status = 200, description = "Stored", body = cairn_service::schema::DocumentReport),
         (status = 422, description = "`extraction_failed` (malformed PDF) or `empty_document`", body = ErrorBody),
         CommonErrors,
     ))]
@@ -154,9 +85,12 @@ async fn upload_document(
     let mut file: Option<(String, Option<String>, Vec<u8>)> = None;
     let bad = |e: axum::extract::multipart::MultipartError| {
         if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge("upload is larger than the server's limit".into())
+            cairn_service::ServiceError::PayloadTooLarge(
+                "upload is larger than the server's limit".into(),
+            )
+            .into()
         } else {
-            ApiError::InvalidRequest(format!("multipart body: {}", e.body_text()))
+            ApiError::invalid(format!("multipart body: {}", e.body_text()))
         }
     };
     while let Some(field) = multipart.next_field().await.map_err(bad)? {
@@ -180,34 +114,28 @@ async fn upload_document(
                 }
             }
             other => {
-                return Err(ApiError::InvalidRequest(format!(
+                return Err(ApiError::invalid(format!(
                     "unexpected multipart field {other:?}"
                 )));
             }
         }
     }
-    scope.validate()?;
-    state.auth.check_scope(&headers, &scope)?;
     let (filename, content_type, bytes) =
-        file.ok_or_else(|| ApiError::InvalidRequest("multipart body has no `file` part".into()))?;
-    let media_type = content_type
-        .as_deref()
-        .and_then(MediaType::parse)
-        .or_else(|| MediaType::from_path(&filename))
-        .ok_or_else(|| {
-            ApiError::UnsupportedMediaType(format!(
-                "cannot index {filename:?} ({})",
-                content_type.as_deref().unwrap_or("no content type")
-            ))
-        })?;
-    let input = DocumentInput {
-        source: source.unwrap_or(filename),
-        content: DocSource::Bytes { bytes, media_type },
-        metadata: None,
+        file.ok_or_else(|| ApiError::invalid("multipart body has no `file` part"))?;
+    let upload = FileUpload {
+        scope,
+        filename,
+        content_type,
+        source,
+        bytes,
     };
-    // Source caps as on the JSON route (1 to 1024 bytes).
-    input.validate()?;
-    detached(async move { Ok(Json(ingest_one(&state, &scope, input).await?)) }).await
+    let who = who(&state, &headers)?;
+    detached(async move {
+        let report = state.engine.ingest_file(&who, upload).await?;
+        count_ingest(&state, &report);
+        Ok(Json(report))
+    })
+    .await
 }
 
 /// The scope's documents (current versions), sorted by source.
@@ -219,8 +147,11 @@ async fn list_documents(
     query: QueryResult<ScopeQuery>,
 ) -> Result<Json<DocumentList>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
-    let partition = q.partition(&state, &headers)?;
-    let all = catalog::list_documents(state.engine.store.as_ref(), &partition).await?;
+    let partition = q.partition()?;
+    let all = state
+        .engine
+        .list_documents(&who(&state, &headers)?, &partition)
+        .await?;
     let total = all.len();
     Ok(Json(DocumentList {
         documents: q.page(all),
@@ -232,7 +163,7 @@ async fn list_documents(
 #[utoipa::path(get, path = "/documents/{id}", tag = "documents",
     params(("id" = String, Path, description = "Document id"), ScopeQuery),
     responses(
-        (status = 200, description = "The document", body = crate::schema::DocumentInfo),
+        (status = 200, description = "The document", body = cairn_service::schema::DocumentInfo),
         (status = 404, description = "`not_found`: no such document in this scope", body = ErrorBody),
         CommonErrors,
     ))]
@@ -243,11 +174,11 @@ async fn get_document(
     query: QueryResult<ScopeQuery>,
 ) -> Result<Json<DocumentInfo>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
-    let partition = q.partition(&state, &headers)?;
-    catalog::get_document(state.engine.store.as_ref(), &partition, &id)
-        .await?
-        .map(Json)
-        .ok_or_else(|| ApiError::NotFound(format!("no document {id} in this scope")))
+    let partition = q.partition()?;
+    let who = who(&state, &headers)?;
+    Ok(Json(
+        state.engine.get_document(&who, &partition, &id).await?,
+    ))
 }
 
 /// Delete a document: every source currently at this id, all its chunks, and the candidates
@@ -255,7 +186,7 @@ async fn get_document(
 #[utoipa::path(delete, path = "/documents/{id}", tag = "documents",
     params(("id" = String, Path, description = "Document id"), DeleteQuery),
     responses(
-        (status = 200, description = "The deleted document", body = crate::schema::DocumentInfo),
+        (status = 200, description = "The deleted document", body = cairn_service::schema::DocumentInfo),
         (status = 404, description = "`not_found`: no such document in this scope", body = ErrorBody),
         CommonErrors,
     ))]
@@ -266,17 +197,15 @@ async fn delete_document(
     query: QueryResult<DeleteQuery>,
 ) -> Result<Json<DocumentInfo>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
-    let partition = q.partition(&state, &headers)?;
-    cairn_models::scope::validate_component("doc_id", &id)
-        .map_err(|_| ApiError::NotFound(format!("no document {id} in this scope")))?;
+    let partition = q.partition()?;
+    let who = who(&state, &headers)?;
     detached(async move {
-        let (mut deleted, _) =
-            forget::forget_document(&state.engine, &partition, &id, q.hard).await?;
+        let deleted = state
+            .engine
+            .delete_document(&who, &partition, &id, q.hard)
+            .await?;
         state.metrics.add("forgets", 1);
-        deleted
-            .pop()
-            .map(Json)
-            .ok_or_else(|| ApiError::NotFound(format!("no document {id} in this scope")))
+        Ok(Json(deleted))
     })
     .await
 }

@@ -53,10 +53,10 @@ async fn healthz() -> Json<Health> {
         (status = 503, description = "`unavailable`", body = ErrorBody),
     ))]
 async fn readyz(State(state): State<SharedState>) -> Result<Json<Ready>, ApiError> {
-    let points = state.engine.store.count_all().await?;
+    let points = state.engine.count_all().await?;
     Ok(Json(Ready {
         status: "ready".into(),
-        model: state.engine.embedder.model_id().to_string(),
+        model: state.engine.embedder().model_id().to_string(),
         points,
     }))
 }

@@ -1,4 +1,5 @@
-//! The routers. Each handler: authorize the scope, call the engine, return JSON. Every
+//! The routers. Each handler: read the request, call the service operation with the
+//! request's principal, return JSON. Every
 //! handler carries its OpenAPI description (`#[utoipa::path]`) and is registered through
 //! `utoipa_axum::routes!`, so the served routes and the OpenAPI document come from the same
 //! list and cannot diverge.
@@ -13,7 +14,8 @@ mod recall;
 use std::collections::BTreeMap;
 
 use axum::http::HeaderMap;
-use cairn_models::{Partition, Scope};
+use cairn_models::Partition;
+use cairn_service::Principal;
 use serde::Deserialize;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
@@ -142,7 +144,7 @@ where
 {
     tokio::spawn(work)
         .await
-        .map_err(|e| ApiError::Internal(format!("write task: {e}")))?
+        .map_err(|e| ApiError::internal(format!("write task: {e}")))?
 }
 
 /// Scope of a GET request, from the query string.
@@ -183,49 +185,37 @@ fn default_ns() -> String {
     "default".into()
 }
 
-/// Validates a (tenant, user, namespace) triple from a query string and checks the key.
-fn partition_of(
-    state: &SharedState,
-    headers: &HeaderMap,
-    tenant: &str,
-    user: &str,
-    namespace: &str,
-) -> Result<Partition, ApiError> {
-    let scope = Scope {
-        tenant: tenant.to_string(),
-        user: user.to_string(),
-        namespace: namespace.to_string(),
-        ..Scope::default()
-    };
-    scope.validate()?;
-    state.auth.check_scope(headers, &scope)?;
-    Ok(scope.partition())
+/// The principal of a request (its API key, or the local operator in key-less mode).
+fn who(state: &SharedState, headers: &HeaderMap) -> Result<Principal, ApiError> {
+    crate::auth::principal(&state.auth, headers)
 }
 
 impl ScopeQuery {
-    fn partition(&self, state: &SharedState, headers: &HeaderMap) -> Result<Partition, ApiError> {
-        partition_of(state, headers, &self.tenant, &self.user, &self.namespace)
+    fn partition(&self) -> Result<Partition, ApiError> {
+        Ok(cairn_service::ops::partition(
+            &self.tenant,
+            &self.user,
+            &self.namespace,
+        )?)
     }
 
     fn page<T>(&self, items: Vec<T>) -> Vec<T> {
-        page(items, self.offset, self.limit)
+        cairn_service::ops::page(items, self.offset, self.limit)
     }
 }
 
 impl DeleteQuery {
-    fn partition(&self, state: &SharedState, headers: &HeaderMap) -> Result<Partition, ApiError> {
-        partition_of(state, headers, &self.tenant, &self.user, &self.namespace)
+    fn partition(&self) -> Result<Partition, ApiError> {
+        Ok(cairn_service::ops::partition(
+            &self.tenant,
+            &self.user,
+            &self.namespace,
+        )?)
     }
 }
 
-fn page<T>(items: Vec<T>, offset: Option<usize>, limit: Option<usize>) -> Vec<T> {
-    let offset = offset.unwrap_or(0);
-    let limit = limit.unwrap_or(100).min(1000);
-    items.into_iter().skip(offset).take(limit).collect()
-}
-
 fn query_error(e: axum::extract::rejection::QueryRejection) -> ApiError {
-    ApiError::InvalidRequest(format!("query string: {}", e.body_text()))
+    ApiError::invalid(format!("query string: {}", e.body_text()))
 }
 
 type QueryResult<T> = Result<axum::extract::Query<T>, axum::extract::rejection::QueryRejection>;

@@ -2,18 +2,15 @@
 
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
-use cairn_models::limits;
-use cairn_models::{MemoryPack, Scope, TurnEnvelope};
-use cairn_recall::{RecallFilters, RecallRequest};
-use serde::Deserialize;
-use utoipa::ToSchema;
+use cairn_models::{MemoryPack, TurnEnvelope};
+use cairn_service::recall::RecallBody;
+use cairn_service::turns::{CompleteRequest, PrepareRequest, TurnReceipt};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{detached, CommonErrors};
+use super::{detached, who, CommonErrors};
 use crate::error::{ApiError, ErrorBody};
 use crate::json::Json;
-use crate::turns::{self, CompleteRequest, PrepareRequest, TurnReceipt};
 use crate::SharedState;
 
 pub(super) fn router() -> OpenApiRouter<SharedState> {
@@ -23,57 +20,17 @@ pub(super) fn router() -> OpenApiRouter<SharedState> {
         .routes(routes!(complete_handler))
 }
 
-/// `POST /v1/recall` body.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RecallBody {
-    #[schema(value_type = crate::schema::Scope)]
-    pub scope: Scope,
-    /// 1 to 8192 bytes (longer: `400 invalid_request`).
-    pub query: String,
-    /// Tokens of the pack's Markdown (default 1000).
-    #[serde(default)]
-    pub token_budget: Option<usize>,
-    #[serde(default)]
-    #[schema(value_type = crate::schema::RecallFilters)]
-    pub filters: RecallFilters,
-}
-
-/// The list caps of recall filters (each list at most 16 values).
-fn check_filters(filters: &RecallFilters) -> Result<(), ApiError> {
-    let max = limits::MAX_FILTER_VALUES;
-    if let Some(t) = &filters.trust {
-        limits::check_count("filters.trust", t.len(), max)?;
-    }
-    if let Some(k) = &filters.kinds {
-        limits::check_count("filters.kinds", k.len(), max)?;
-    }
-    Ok(())
-}
-
 /// Recall a token-budgeted MemoryPack for a query (1 to 8192 bytes; a longer one is
 /// `400 invalid_request`). Pending and rejected candidates are never
 /// recalled; approved ones are, as `memory` items with trust origin `third_party_agent`.
 #[utoipa::path(post, path = "/recall", tag = "recall", request_body = RecallBody,
-    responses((status = 200, description = "The MemoryPack", body = crate::schema::MemoryPack), CommonErrors))]
+    responses((status = 200, description = "The MemoryPack", body = cairn_service::schema::MemoryPack), CommonErrors))]
 async fn recall_handler(
     State(state): State<SharedState>,
     headers: HeaderMap,
     Json(body): Json<RecallBody>,
 ) -> Result<Json<MemoryPack>, ApiError> {
-    body.scope.validate()?;
-    state.auth.check_scope(&headers, &body.scope)?;
-    check_filters(&body.filters)?;
-    let pack = state
-        .engine
-        .recaller
-        .recall(&RecallRequest {
-            scope: body.scope,
-            query: body.query,
-            budget: body.token_budget,
-            filters: body.filters,
-        })
-        .await?;
+    let pack = state.engine.recall(&who(&state, &headers)?, body).await?;
     state.metrics.add("recalls", 1);
     Ok(Json(pack))
 }
@@ -81,16 +38,16 @@ async fn recall_handler(
 /// agent-turn-v1 prepare: recall for the user's message before the model call. Persists
 /// nothing. The user message is the query: 1 to 8192 bytes (longer: `400 invalid_request`).
 #[utoipa::path(post, path = "/turns/prepare", tag = "recall", request_body = PrepareRequest,
-    responses((status = 200, description = "The agent-turn-v1 envelope", body = crate::schema::TurnEnvelope), CommonErrors))]
+    responses((status = 200, description = "The agent-turn-v1 envelope", body = cairn_service::schema::TurnEnvelope), CommonErrors))]
 async fn prepare_handler(
     State(state): State<SharedState>,
     headers: HeaderMap,
     Json(body): Json<PrepareRequest>,
 ) -> Result<Json<TurnEnvelope>, ApiError> {
-    body.scope.validate()?;
-    state.auth.check_scope(&headers, &body.scope)?;
-    check_filters(&body.filters)?;
-    let envelope = turns::prepare(&state.engine, body).await?;
+    let envelope = state
+        .engine
+        .prepare_turn(&who(&state, &headers)?, body)
+        .await?;
     state.metrics.add("recalls", 1);
     Ok(Json(envelope))
 }
@@ -110,16 +67,12 @@ async fn complete_handler(
     Path(turn_id): Path<String>,
     Json(body): Json<CompleteRequest>,
 ) -> Result<Json<TurnReceipt>, ApiError> {
-    body.scope.validate()?;
-    state.auth.check_scope(&headers, &body.scope)?;
+    let who = who(&state, &headers)?;
     // Detached: a completion cut by the timeout between its two messages and its receipt
     // would be repaired by a retry, but only if the client retries; run it to its end.
     detached(async move {
-        let receipt = turns::complete(&state.engine, &turn_id, body).await?;
+        let receipt = state.engine.complete_turn(&who, &turn_id, body).await?;
         state.metrics.add("turns_completed", 1);
-        // Replays write nothing; counting them as two messages only brings an index build
-        // slightly forward.
-        state.engine.note_written(2);
         Ok(Json(receipt))
     })
     .await

@@ -1,4 +1,4 @@
-//! OpenAPI schemas of the types the API shares with the library crates.
+//! OpenAPI schemas of the wire types the doors share with the library crates.
 //!
 //! The library crates know nothing of HTTP or OpenAPI, so their wire types (`Scope`,
 //! `MemoryPack`, `DocumentReport`, ...) are described here, field for field, under the same

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::engine::Engine;
-use crate::error::ApiError;
+use crate::error::ServiceError;
 
 /// Longest event content, in bytes.
 pub const MAX_EVENT_BYTES: usize = 64 * 1024;
@@ -81,11 +81,14 @@ fn event_view(p: &StoredPoint) -> EventView {
 }
 
 /// Stores an event (idempotent).
-pub async fn post_event(engine: &Engine, req: EventRequest) -> Result<EventReceipt, ApiError> {
+pub(crate) async fn post_event(
+    engine: &Engine,
+    req: EventRequest,
+) -> Result<EventReceipt, ServiceError> {
     req.scope.validate()?;
     validate_component("source_agent", &req.source_agent)?;
     if req.content.trim().is_empty() || req.content.len() > MAX_EVENT_BYTES {
-        return Err(ApiError::InvalidRequest(format!(
+        return Err(ServiceError::InvalidRequest(format!(
             "content must be 1 to {MAX_EVENT_BYTES} bytes"
         )));
     }
@@ -132,16 +135,16 @@ pub async fn post_event(engine: &Engine, req: EventRequest) -> Result<EventRecei
 }
 
 /// One event of the partition.
-pub async fn get_event(
+pub(crate) async fn get_event(
     engine: &Engine,
     partition: &Partition,
     id: &str,
-) -> Result<EventView, ApiError> {
+) -> Result<EventView, ServiceError> {
     engine
         .store
         .retrieve(partition, &[event_record_id(partition, id)], false)
         .await?
         .first()
         .map(|h| event_view(&h.point))
-        .ok_or_else(|| ApiError::NotFound(format!("no event {id} in this scope")))
+        .ok_or_else(|| ServiceError::NotFound(format!("no event {id} in this scope")))
 }

@@ -1,12 +1,14 @@
 //! The `agent-turn-v1` contract: `prepare` (recall before the model call, persists nothing)
 //! and `complete` (record the exact user and assistant messages, idempotently).
 
+use cairn_ingest::messages::{KeyedMessage, KeylessMessages};
 use cairn_ingest::{IngestError, MessageInput};
 use cairn_models::ids::{sha256_hex, turn_record_id};
 use cairn_models::limits;
 use cairn_models::pack::TurnMode;
+use cairn_models::state::{RecordState, TurnLinks, TurnState};
 use cairn_models::{
-    PointKind, Role, Scope, StoredPoint, TrustOrigin, TurnEnvelope, CONTRACT_VERSION,
+    PointKind, Ref, Role, Scope, StoredPoint, TrustOrigin, TurnEnvelope, CONTRACT_VERSION,
 };
 use cairn_recall::{RecallFilters, RecallRequest};
 use cairn_store::UpsertPoint;
@@ -14,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::engine::Engine;
-use crate::error::ApiError;
+use crate::error::ServiceError;
 
 /// `POST /v1/turns/prepare` body.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -63,17 +65,7 @@ pub struct CompleteRequest {
     pub refers_to: Vec<String>,
 }
 
-/// What `complete` returns; identical for every replay of the same completion.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct TurnReceipt {
-    pub turn_id: String,
-    pub user_message_ref: String,
-    pub assistant_message_ref: String,
-    /// RFC 3339.
-    pub stored_at: String,
-    /// sha256 of the completion's content as canonical JSON (keys sorted, no whitespace).
-    pub digest: String,
-}
+pub use cairn_models::state::TurnReceipt;
 
 /// Longest ref in `refers_to`, in bytes (a `msg:` ref with a 128-character conversation id
 /// is under 160).
@@ -84,7 +76,10 @@ fn prepared_key(scope: &Scope, turn_id: &str) -> String {
 }
 
 /// Runs `prepare`.
-pub async fn prepare(engine: &Engine, req: PrepareRequest) -> Result<TurnEnvelope, ApiError> {
+pub(crate) async fn prepare(
+    engine: &Engine,
+    req: PrepareRequest,
+) -> Result<TurnEnvelope, ServiceError> {
     req.scope.validate()?;
     let turn_id = match req.turn_id {
         Some(t) => {
@@ -120,15 +115,15 @@ pub async fn prepare(engine: &Engine, req: PrepareRequest) -> Result<TurnEnvelop
 
 /// Runs `complete`. Idempotent: an identical replay returns the stored receipt and writes
 /// nothing; different content for a completed (or deleted) turn id is `turn_conflict`.
-pub async fn complete(
+pub(crate) async fn complete(
     engine: &Engine,
     turn_id: &str,
     req: CompleteRequest,
-) -> Result<TurnReceipt, ApiError> {
+) -> Result<TurnReceipt, ServiceError> {
     req.scope.validate()?;
     cairn_models::scope::validate_component("turn_id", turn_id)?;
     if req.user_message.trim().is_empty() || req.assistant_message.trim().is_empty() {
-        return Err(ApiError::InvalidRequest(
+        return Err(ServiceError::InvalidRequest(
             "user_message and assistant_message must not be empty".into(),
         ));
     }
@@ -145,6 +140,8 @@ pub async fn complete(
     limits::check_count("refers_to", req.refers_to.len(), limits::MAX_REFERS_TO)?;
     for r in &req.refers_to {
         limits::check_bytes("a refers_to ref", r, MAX_REF_BYTES)?;
+        // Typed links: a ref that does not parse is refused, not stored as text.
+        Ref::parse_input(r)?;
     }
     let mut refers_to = req.refers_to.clone();
     refers_to.sort();
@@ -174,20 +171,23 @@ pub async fn complete(
         .into_iter()
         .next()
     {
-        let meta = existing.point.metadata.unwrap_or_default();
-        if meta.get("deleted").and_then(|v| v.as_bool()) == Some(true) {
-            return Err(ApiError::TurnConflict(format!(
+        let Some(RecordState::Turn(state)) = existing.point.state else {
+            return Err(ServiceError::Internal(format!(
+                "turn record of {turn_id} has no turn state"
+            )));
+        };
+        if state.deleted {
+            return Err(ServiceError::TurnConflict(format!(
                 "turn {turn_id} was completed and its messages were deleted; a turn id cannot be reused"
             )));
         }
         let stored = existing.point.content_hash.as_deref();
         if stored != Some(digest.as_str()) && stored != Some(legacy_digest.as_str()) {
-            return Err(ApiError::TurnConflict(format!(
+            return Err(ServiceError::TurnConflict(format!(
                 "turn {turn_id} was already completed with different content"
             )));
         }
-        return serde_json::from_value(meta.get("receipt").cloned().unwrap_or_default())
-            .map_err(|e| ApiError::Internal(format!("stored receipt of turn {turn_id}: {e}")));
+        return Ok(state.receipt);
     }
 
     // REFERS_TO: what prepare selected for this turn, plus what the caller cites.
@@ -201,42 +201,50 @@ pub async fn complete(
     links.extend(refers_to.iter().cloned());
     links.sort();
     links.dedup();
-    let link_meta = serde_json::json!({
-        "part_of": format!("conversation:{}", req.scope.session),
-        "refers_to": links,
-        "mode": req.mode,
-        "source": req.source,
-        "metadata": req.metadata,
+    let links: Vec<Ref> = links
+        .iter()
+        .map(|r| Ref::parse(r))
+        .collect::<Result<_, _>>()?;
+    let turn_links = RecordState::TurnMessage(TurnLinks {
+        part_of: Ref::conv(req.scope.session.as_str()),
+        refers_to: links.clone(),
+        mode: req.mode,
+        source: req.source.clone(),
     });
-    // The links travel on both messages; with the caller's metadata they must fit the
-    // message metadata cap (checked here so the error names what to shorten).
-    limits::check_metadata("metadata with the turn's refers_to links", Some(&link_meta))?;
-    let message = |role: Role, content: &str| MessageInput {
-        conversation_id: req.scope.session.clone(),
-        role,
-        content: content.to_string(),
-        ts: None,
-        turn_id: Some(turn_id.to_string()),
-        speaker: None,
-        metadata: Some(link_meta.clone()),
+    let message = |role: Role, content: &str| KeyedMessage {
+        message: MessageInput {
+            conversation_id: req.scope.session.clone(),
+            role,
+            content: content.to_string(),
+            ts: None,
+            turn_id: Some(turn_id.to_string()),
+            speaker: None,
+            // The caller's metadata as sent; the turn's links are typed state.
+            metadata: req.metadata.clone(),
+        },
+        message_id: None,
+        state: Some(turn_links.clone()),
     };
     let receipts = engine
         .ingestor
-        .record_messages(
+        .record_messages_with(
             &req.scope,
             vec![
                 message(Role::User, &req.user_message),
                 message(Role::Assistant, &req.assistant_message),
             ],
+            KeylessMessages::ByContent,
         )
         .await
         .map_err(|e| match e {
-            IngestError::Conflict(m) => ApiError::TurnConflict(m),
+            IngestError::Conflict(m) => ServiceError::TurnConflict(m),
             other => other.into(),
         })?;
     cairn_models::failpoint("turn.after_messages");
     let [user, assistant] = receipts.as_slice() else {
-        return Err(ApiError::Internal("expected two message receipts".into()));
+        return Err(ServiceError::Internal(
+            "expected two message receipts".into(),
+        ));
     };
     let now = chrono::Utc::now();
     let receipt = TurnReceipt {
@@ -255,10 +263,11 @@ pub async fn complete(
     record.turn_id = Some(turn_id.to_string());
     record.conversation_id = Some(req.scope.session.clone());
     record.content_hash = Some(digest);
-    record.metadata = Some(serde_json::json!({
-        "receipt": receipt,
-        "refers_to": links,
-        "deleted": false,
+    record.state = Some(RecordState::Turn(TurnState {
+        receipt: receipt.clone(),
+        refers_to: links,
+        deleted: false,
+        deleted_at: None,
     }));
     // The turn record is the commit point: written after both messages are stored.
     engine

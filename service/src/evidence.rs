@@ -5,26 +5,26 @@ use cairn_models::ids::event_record_id;
 use cairn_models::{Partition, PointKind, Ref};
 use cairn_store::{Filter, Hit, MemoryStore};
 
-use crate::error::ApiError;
+use crate::error::ServiceError;
 
 /// Every point of the partition matching `filter`.
-pub async fn scroll_all(
+pub(crate) async fn scroll_all(
     store: &dyn MemoryStore,
     partition: &Partition,
     filter: Filter,
-) -> Result<Vec<Hit>, ApiError> {
+) -> Result<Vec<Hit>, ServiceError> {
     Ok(store.scroll_all(partition, filter).await?)
 }
 
 /// The message points `msg:<conversation>/<seq>` names.
-pub async fn find_message(
+pub(crate) async fn find_message(
     store: &dyn MemoryStore,
     partition: &Partition,
     conversation: &str,
     seq: u64,
-) -> Result<Vec<Hit>, ApiError> {
+) -> Result<Vec<Hit>, ServiceError> {
     let seq = i64::try_from(seq)
-        .map_err(|_| ApiError::InvalidRequest(format!("sequence number {seq} is too large")))?;
+        .map_err(|_| ServiceError::InvalidRequest(format!("sequence number {seq} is too large")))?;
     let filter = Filter::new()
         .eq("kind", PointKind::Message.as_str())
         .eq("conversation_id", conversation)
@@ -34,11 +34,11 @@ pub async fn find_message(
 
 /// Whether an evidence reference names something stored in the partition now (a current
 /// document and, with `#n`, one of its chunks; a message; an event).
-pub async fn exists(
+pub(crate) async fn exists(
     store: &dyn MemoryStore,
     partition: &Partition,
     reference: &Ref,
-) -> Result<bool, ApiError> {
+) -> Result<bool, ServiceError> {
     Ok(match reference {
         Ref::Doc { doc_id, chunk } => catalog::get_document(store, partition, doc_id)
             .await?

@@ -1,5 +1,10 @@
 //! The assembled service: store, embedder, write path, read path and turn handling, opened
-//! from one data directory. Shared by the HTTP server, the CLI commands and the benchmarks.
+//! from one data directory. The one assembly path of the HTTP server, the CLI commands, the
+//! evaluation harness and the benchmarks ([`Engine::open`], [`Engine::with_embedder`]).
+//!
+//! Its state is private: doors call the service methods (in `documents`, `messages`,
+//! `recall`, `turns`, `candidates`, `forget`), which authorize, validate and take the locks in
+//! the documented order.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -12,28 +17,28 @@ use cairn_recall::{RecallConfig, Recaller};
 use cairn_store::{EdgeStore, MemoryStore, StoreConfig};
 use tokio::sync::Mutex;
 
-use crate::error::ApiError;
+use crate::error::ServiceError;
 
 /// Everything a request needs.
 #[derive(Debug)]
 pub struct Engine {
-    pub data_dir: PathBuf,
-    pub store: Arc<dyn MemoryStore>,
-    pub embedder: Embedder,
-    pub ingestor: Arc<Ingestor>,
-    pub recaller: Arc<Recaller>,
+    data_dir: PathBuf,
+    pub(crate) store: Arc<dyn MemoryStore>,
+    pub(crate) embedder: Embedder,
+    pub(crate) ingestor: Arc<Ingestor>,
+    pub(crate) recaller: Arc<Recaller>,
     /// Serializes turn completions, so concurrent identical completions store one turn.
-    pub turn_lock: Mutex<()>,
+    pub(crate) turn_lock: Mutex<()>,
     /// Serializes candidate proposals, decisions and forgetting, so a decision never races
     /// the removal of its evidence.
     ///
     /// Lock order, everywhere: `turn_lock`, then `review_lock`, then the ingest commit lock
     /// (`Ingestor::lock_commits`, taken by forgetting a document). An ingest takes only the
     /// commit lock, and turn completion only `turn_lock` (then the ingestor's message lock).
-    pub review_lock: Mutex<()>,
+    pub(crate) review_lock: Mutex<()>,
     /// What `prepare` selected per (scope, turn id), for `complete`'s REFERS_TO links. Kept in
     /// memory only (prepare persists nothing) and bounded.
-    pub prepared: Mutex<PreparedTurns>,
+    pub(crate) prepared: Mutex<PreparedTurns>,
     /// Chunks written since the vector index was last built (see [`Engine::note_written`]).
     written_since_optimize: AtomicU64,
     /// Set while a background index build runs, so at most one runs at a time.
@@ -43,9 +48,18 @@ pub struct Engine {
 /// After this many new chunks the server rebuilds the vector index in the background.
 pub const OPTIMIZE_AFTER_CHUNKS: u64 = 1_000;
 
+/// A vector index build after a bulk write.
+#[derive(Debug, Clone, Copy)]
+pub struct IndexBuild {
+    /// What the store reported: false when nothing needed optimizing (e.g. too few vectors
+    /// for the engine to build an HNSW index, so dense search stays exact).
+    pub optimized: bool,
+    pub took: std::time::Duration,
+}
+
 /// A bounded FIFO map of prepared turns.
 #[derive(Debug, Default)]
-pub struct PreparedTurns {
+pub(crate) struct PreparedTurns {
     map: HashMap<String, Vec<String>>,
     order: VecDeque<String>,
 }
@@ -75,19 +89,22 @@ impl Engine {
         self.optimizing.load(Ordering::Acquire)
     }
 
-    /// After a bulk write outside the server (`cairn ingest`), builds the vector index now if
-    /// the run wrote at least [`OPTIMIZE_AFTER_CHUNKS`] chunks; returns how long it took.
-    /// The same threshold as [`Engine::note_written`]'s background build.
+    /// After a bulk write outside the server (`cairn ingest`, an evaluation run), builds the
+    /// vector index now if the run wrote at least [`OPTIMIZE_AFTER_CHUNKS`] chunks. The same
+    /// threshold as [`Engine::note_written`]'s background build.
     pub async fn optimize_after_bulk(
         &self,
         chunks: u64,
-    ) -> Result<Option<std::time::Duration>, ApiError> {
+    ) -> Result<Option<IndexBuild>, ServiceError> {
         if chunks < OPTIMIZE_AFTER_CHUNKS {
             return Ok(None);
         }
         let started = std::time::Instant::now();
-        self.store.optimize().await?;
-        Ok(Some(started.elapsed()))
+        let optimized = self.store.optimize().await?;
+        Ok(Some(IndexBuild {
+            optimized,
+            took: started.elapsed(),
+        }))
     }
 
     /// Records that `chunks` were written. Once [`OPTIMIZE_AFTER_CHUNKS`] have accumulated,
@@ -119,7 +136,7 @@ impl Engine {
 
     /// Opens the data directory with the default model configuration. Blocking (loads the
     /// model): call it off the async runtime or before starting one.
-    pub fn open(data_dir: &Path) -> Result<Self, ApiError> {
+    pub fn open(data_dir: &Path) -> Result<Self, ServiceError> {
         Self::open_with(
             data_dir,
             &EmbedConfig::from_env(),
@@ -128,26 +145,49 @@ impl Engine {
         )
     }
 
+    /// Opens the data directory: loads the model described by `embed` (blocking) with its
+    /// embedding cache in `<data-dir>/embed-cache`, then [`Engine::with_embedder`].
     pub fn open_with(
         data_dir: &Path,
         embed: &EmbedConfig,
         recall: RecallConfig,
         ingest: Option<IngestConfig>,
-    ) -> Result<Self, ApiError> {
-        std::fs::create_dir_all(data_dir).map_err(|e| {
-            ApiError::Unavailable(format!(
-                "cannot create data directory {}: {e}",
-                data_dir.display()
-            ))
-        })?;
+    ) -> Result<Self, ServiceError> {
+        create_dir(data_dir)?;
         let embedder = Embedder::open(embed, Some(&data_dir.join("embed-cache")))?;
+        Self::with_embedder(
+            data_dir,
+            embedder,
+            EngineOptions {
+                sync: cairn_store::SyncPolicy::from_env()?,
+                ingest,
+                recall,
+            },
+        )
+    }
+
+    /// Assembles the service over the data directory with an already loaded model (the
+    /// evaluation harness shares one model between many stores). Blocking: opening the
+    /// store replays its journal.
+    pub fn with_embedder(
+        data_dir: &Path,
+        embedder: Embedder,
+        options: EngineOptions,
+    ) -> Result<Self, ServiceError> {
+        create_dir(data_dir)?;
         let store: Arc<dyn MemoryStore> = Arc::new(EdgeStore::open(&StoreConfig {
-            sync: cairn_store::SyncPolicy::from_env()?,
+            sync: options.sync,
             ..StoreConfig::new(data_dir, embedder.spec().dim)
         })?);
-        let ingest = ingest.unwrap_or_else(|| IngestConfig::for_model(embedder.spec().max_tokens));
+        let ingest = options
+            .ingest
+            .unwrap_or_else(|| IngestConfig::for_model(embedder.spec().max_tokens));
         let ingestor = Arc::new(Ingestor::new(Arc::clone(&store), embedder.clone(), ingest)?);
-        let recaller = Arc::new(Recaller::new(Arc::clone(&store), embedder.clone(), recall));
+        let recaller = Arc::new(Recaller::new(
+            Arc::clone(&store),
+            embedder.clone(),
+            options.recall,
+        ));
         Ok(Engine {
             data_dir: data_dir.to_path_buf(),
             store,
@@ -161,4 +201,53 @@ impl Engine {
             optimizing: AtomicBool::new(false),
         })
     }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The store, for tools that read it directly (reports, tests, the evaluation harness).
+    pub fn store(&self) -> &Arc<dyn MemoryStore> {
+        &self.store
+    }
+
+    /// The model.
+    pub fn embedder(&self) -> &Embedder {
+        &self.embedder
+    }
+
+    /// The write path.
+    pub fn ingestor(&self) -> &Arc<Ingestor> {
+        &self.ingestor
+    }
+
+    /// The read path with the engine's recall configuration.
+    pub fn recaller(&self) -> &Arc<Recaller> {
+        &self.recaller
+    }
+
+    /// Flushes the store to disk (and empties its journal).
+    pub async fn flush(&self) -> Result<(), ServiceError> {
+        Ok(self.store.flush().await?)
+    }
+}
+
+/// How [`Engine::with_embedder`] assembles the service.
+#[derive(Debug, Clone, Default)]
+pub struct EngineOptions {
+    /// When acknowledged writes reach stable storage.
+    pub sync: cairn_store::SyncPolicy,
+    /// The write path's configuration; default: `IngestConfig::for_model` of the model.
+    pub ingest: Option<IngestConfig>,
+    pub recall: RecallConfig,
+}
+
+fn create_dir(data_dir: &Path) -> Result<(), ServiceError> {
+    std::fs::create_dir_all(data_dir).map_err(|e| {
+        ServiceError::Unavailable(format!(
+            "cannot create data directory {}: {e}",
+            data_dir.display()
+        ))
+    })
 }

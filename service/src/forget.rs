@@ -4,8 +4,8 @@
 //! conversation, the messages of a turn, or an event. Derived from it: candidates whose
 //! evidence refs all pointed at it (invalidated, their memories removed from recall),
 //! candidates that keep other evidence (the forgotten refs are dropped), and the records of
-//! completed turns whose messages were deleted (kept as tombstones with
-//! `metadata.deleted = true`, so the turn id cannot be completed again).
+//! completed turns whose messages were deleted (kept as tombstones, `TurnState::deleted`,
+//! so the turn id cannot be completed again).
 //!
 //! Order: derived data first, evidence last. A crash (or a timeout) between the steps then
 //! leaves evidence that still exists, or derived records that still point at evidence that
@@ -24,36 +24,18 @@ use std::collections::{BTreeSet, HashSet};
 
 use cairn_ingest::catalog::{self, CommitGuard, DocumentEvidence};
 use cairn_models::ids::{event_record_id, forget_receipt_id, turn_record_id};
+use cairn_models::state::{ForgetState, RecordState};
 use cairn_models::{
     failpoint, DocumentInfo, ModelError, Partition, PointKind, Ref, Scope, StoredPoint,
 };
 use cairn_store::{Filter, Hit, UpsertPoint};
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use crate::candidates::{self, CandidateStatus, Stored};
 use crate::engine::Engine;
-use crate::error::ApiError;
+use crate::error::ServiceError;
 use crate::evidence::{find_message, scroll_all};
 
-/// What a forget removed and invalidated.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct ForgetReport {
-    /// The ref that was forgotten.
-    #[serde(rename = "ref")]
-    pub reference: String,
-    pub hard: bool,
-    /// Evidence refs removed from the store (`doc:<id>` and each `doc:<id>#<n>`,
-    /// `msg:<c>/<seq>`, `evt:<id>`, `mem:<id>`).
-    pub removed: Vec<String>,
-    /// Candidates invalidated because all their evidence was forgotten (`cand:<id>`);
-    /// their memories no longer appear in recall.
-    pub invalidated: Vec<String>,
-    /// Candidates that lost some evidence refs but keep others (`cand:<id>`).
-    pub narrowed: Vec<String>,
-    /// Completed turns whose messages were deleted (`turn:<id>`); their ids stay used.
-    pub tombstoned_turns: Vec<String>,
-}
+pub use cairn_models::state::ForgetReport;
 
 /// The evidence a forget removes, for matching candidates' evidence refs. It describes the
 /// forgotten ref, not only what is still stored, so that a retry after a crash matches the
@@ -120,11 +102,7 @@ fn message_refs(hits: &[Hit]) -> Vec<String> {
 }
 
 fn is_deleted(p: &StoredPoint) -> bool {
-    p.metadata
-        .as_ref()
-        .and_then(|m| m.get("deleted"))
-        .and_then(|v| v.as_bool())
-        == Some(true)
+    matches!(&p.state, Some(RecordState::Turn(t)) if t.deleted)
 }
 
 async fn tombstone(
@@ -133,7 +111,7 @@ async fn tombstone(
     turn_id: &str,
     record_id: uuid::Uuid,
     report: &mut ForgetReport,
-) -> Result<(), ApiError> {
+) -> Result<(), ServiceError> {
     let Some(hit) = engine
         .store
         .retrieve(partition, &[record_id], false)
@@ -145,18 +123,13 @@ async fn tombstone(
     };
     let mut record = hit.point;
     if !is_deleted(&record) {
-        let mut meta = record
-            .metadata
-            .take()
-            .unwrap_or_else(|| serde_json::json!({}));
-        if let Some(m) = meta.as_object_mut() {
-            m.insert("deleted".into(), serde_json::Value::Bool(true));
-            m.insert(
-                "deleted_at".into(),
-                serde_json::json!(chrono::Utc::now().timestamp_millis()),
-            );
-        }
-        record.metadata = Some(meta);
+        let Some(RecordState::Turn(state)) = record.state.as_mut() else {
+            return Err(ServiceError::Internal(format!(
+                "turn record of {turn_id} has no turn state"
+            )));
+        };
+        state.deleted = true;
+        state.deleted_at = Some(chrono::Utc::now().timestamp_millis());
         engine
             .store
             .upsert(vec![UpsertPoint::record(record_id, record)])
@@ -183,7 +156,7 @@ async fn plan_candidates(
     partition: &Partition,
     removed: &Removed,
     hard: bool,
-) -> Result<Vec<(Stored, Action)>, ApiError> {
+) -> Result<Vec<(Stored, Action)>, ServiceError> {
     let mut plan = Vec::new();
     if removed.is_empty() {
         return Ok(plan);
@@ -219,7 +192,7 @@ async fn apply_candidates(
     by: &str,
     hard: bool,
     report: &mut ForgetReport,
-) -> Result<(), ApiError> {
+) -> Result<(), ServiceError> {
     for (stored, action) in plan {
         let cand = Ref::cand(stored.id()).to_string();
         match action {
@@ -237,24 +210,24 @@ async fn apply_candidates(
 }
 
 /// Forgets what `reference` names in the partition. `404` when nothing of it is stored.
-pub async fn forget(
+pub(crate) async fn forget(
     engine: &Engine,
     partition: &Partition,
     reference: &Ref,
     hard: bool,
-) -> Result<ForgetReport, ApiError> {
+) -> Result<ForgetReport, ServiceError> {
     Ok(forget_inner(engine, partition, reference, hard).await?.1)
 }
 
 /// Deletes a document (all sources at that id, and chunks of the id no registry record
 /// names) and what derives from it. The documents are empty when only derived records were
 /// left to handle (a retry after a crash).
-pub async fn forget_document(
+pub(crate) async fn forget_document(
     engine: &Engine,
     partition: &Partition,
     doc_id: &str,
     hard: bool,
-) -> Result<(Vec<DocumentInfo>, ForgetReport), ApiError> {
+) -> Result<(Vec<DocumentInfo>, ForgetReport), ServiceError> {
     forget_inner(engine, partition, &Ref::doc(doc_id), hard).await
 }
 
@@ -277,7 +250,7 @@ async fn forget_inner(
     partition: &Partition,
     reference: &Ref,
     hard: bool,
-) -> Result<(Vec<DocumentInfo>, ForgetReport), ApiError> {
+) -> Result<(Vec<DocumentInfo>, ForgetReport), ServiceError> {
     let by = reference.to_string();
     let mut report = ForgetReport {
         reference: by.clone(),
@@ -285,7 +258,7 @@ async fn forget_inner(
         ..ForgetReport::default()
     };
     let mut removed = Removed::default();
-    let not_found = || ApiError::NotFound(format!("nothing stored as {by} in this scope"));
+    let not_found = || ServiceError::NotFound(format!("nothing stored as {by} in this scope"));
     let store = engine.store.as_ref();
     // Lock order: turns, then reviews (see Engine), then ingest commits (documents only).
     let _turns = engine.turn_lock.lock().await;
@@ -345,12 +318,9 @@ async fn forget_inner(
             )
             .await?;
             for r in records {
-                if let Some(receipt) = r.point.metadata.as_ref().and_then(|m| m.get("receipt")) {
-                    for key in ["user_message_ref", "assistant_message_ref"] {
-                        if let Some(m) = receipt.get(key).and_then(|v| v.as_str()) {
-                            removed.refs.insert(m.to_string());
-                        }
-                    }
+                if let Some(RecordState::Turn(t)) = &r.point.state {
+                    removed.refs.insert(t.receipt.user_message_ref.clone());
+                    removed.refs.insert(t.receipt.assistant_message_ref.clone());
                 }
                 if !is_deleted(&r.point) {
                     turns.insert((turn_id.clone(), r.id));
@@ -486,7 +456,7 @@ async fn forget_inner(
             let embedder = engine.embedder.clone();
             tokio::task::spawn_blocking(move || embedder.purge_documents(&purge))
                 .await
-                .map_err(|e| ApiError::Internal(format!("cache purge task: {e}")))??;
+                .map_err(|e| ServiceError::Internal(format!("cache purge task: {e}")))??;
         }
     }
     Ok((documents, report))
@@ -498,24 +468,15 @@ async fn load_receipt(
     engine: &Engine,
     partition: &Partition,
     by: &Ref,
-) -> Result<Option<(ForgetReport, Vec<DocumentInfo>)>, ApiError> {
+) -> Result<Option<(ForgetReport, Vec<DocumentInfo>)>, ServiceError> {
     let hits = engine
         .store
         .retrieve(partition, &[forget_receipt_id(partition, by)], false)
         .await?;
-    let Some(meta) = hits.into_iter().next().and_then(|h| h.point.metadata) else {
-        return Ok(None);
-    };
-    let report = meta
-        .get("report")
-        .cloned()
-        .and_then(|r| serde_json::from_value(r).ok());
-    let documents = meta
-        .get("documents")
-        .cloned()
-        .and_then(|d| serde_json::from_value(d).ok())
-        .unwrap_or_default();
-    Ok(report.map(|r| (r, documents)))
+    Ok(match hits.into_iter().next().and_then(|h| h.point.state) {
+        Some(RecordState::Forget(f)) => Some((f.report, f.documents)),
+        _ => None,
+    })
 }
 
 /// Writes (or overwrites) the receipt of a forget of `by`. Twice per forget: after the
@@ -527,7 +488,7 @@ async fn save_receipt(
     by: &Ref,
     report: &ForgetReport,
     documents: &[DocumentInfo],
-) -> Result<(), ApiError> {
+) -> Result<(), ServiceError> {
     let scope = Scope {
         tenant: partition.tenant.clone(),
         user: partition.user.clone(),
@@ -542,12 +503,9 @@ async fn save_receipt(
         chrono::Utc::now().timestamp_millis(),
     );
     record.source = Some(report.reference.clone());
-    let encode = |v: serde_json::Result<serde_json::Value>| {
-        v.map_err(|e| ApiError::Internal(format!("forget receipt: {e}")))
-    };
-    record.metadata = Some(serde_json::json!({
-        "report": encode(serde_json::to_value(report))?,
-        "documents": encode(serde_json::to_value(documents))?,
+    record.state = Some(RecordState::Forget(ForgetState {
+        report: report.clone(),
+        documents: documents.to_vec(),
     }));
     engine
         .store

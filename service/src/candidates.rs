@@ -16,13 +16,14 @@
 use cairn_models::failpoint;
 use cairn_models::ids::{candidate_id, candidate_record_id, memory_point_id, sha256_hex};
 use cairn_models::scope::validate_component;
+use cairn_models::state::{CandidateState, MemoryState, RecordState};
 use cairn_models::{Partition, PointKind, Ref, Scope, StoredPoint, TrustOrigin};
 use cairn_store::{Filter, UpsertPoint};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::engine::Engine;
-use crate::error::ApiError;
+use crate::error::ServiceError;
 use crate::evidence::{exists, scroll_all};
 
 /// Longest candidate content, in bytes.
@@ -30,30 +31,7 @@ pub const MAX_CANDIDATE_BYTES: usize = 8 * 1024;
 /// Most evidence refs of one candidate.
 pub const MAX_EVIDENCE: usize = 32;
 
-/// Review status of a candidate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum CandidateStatus {
-    /// Proposed, not decided: never recalled.
-    Pending,
-    /// Approved: recalled as a memory with trust origin `third_party_agent`.
-    Approved,
-    /// Rejected: never recalled.
-    Rejected,
-    /// Its evidence was forgotten: never recalled, cannot be decided.
-    Invalidated,
-}
-
-impl CandidateStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CandidateStatus::Pending => "pending",
-            CandidateStatus::Approved => "approved",
-            CandidateStatus::Rejected => "rejected",
-            CandidateStatus::Invalidated => "invalidated",
-        }
-    }
-}
+pub use cairn_models::state::CandidateStatus;
 
 /// `POST /v1/candidates` body.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -86,24 +64,6 @@ pub struct DecisionRequest {
     /// Why (at most 1 KiB); kept with the decision.
     #[serde(default)]
     pub note: Option<String>,
-}
-
-/// What is stored with a candidate (its record's metadata).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct CandidateState {
-    status: CandidateStatus,
-    source_agent: String,
-    memory_type: String,
-    evidence_refs: Vec<String>,
-    confidence: f64,
-    #[serde(default)]
-    decided_at: Option<i64>,
-    #[serde(default)]
-    note: Option<String>,
-    #[serde(default)]
-    invalidated_by: Vec<String>,
-    #[serde(default)]
-    metadata: Option<serde_json::Value>,
 }
 
 /// A candidate as the API shows it.
@@ -148,10 +108,16 @@ pub(crate) struct Stored {
 }
 
 impl Stored {
-    fn decode(point: StoredPoint) -> Result<Stored, ApiError> {
-        let state = serde_json::from_value(point.metadata.clone().unwrap_or_default())
-            .map_err(|e| ApiError::Internal(format!("stored candidate: {e}")))?;
-        Ok(Stored { point, state })
+    fn decode(point: StoredPoint) -> Result<Stored, ServiceError> {
+        match &point.state {
+            Some(RecordState::Candidate(state)) => Ok(Stored {
+                state: state.clone(),
+                point,
+            }),
+            other => Err(ServiceError::Internal(format!(
+                "stored candidate without its review state: {other:?}"
+            ))),
+        }
     }
 
     pub(crate) fn id(&self) -> String {
@@ -162,8 +128,8 @@ impl Stored {
         self.state.status
     }
 
-    pub(crate) fn evidence(&self) -> &[String] {
-        &self.state.evidence_refs
+    pub(crate) fn evidence(&self) -> Vec<String> {
+        refs_as_strings(&self.state.evidence_refs)
     }
 
     pub(crate) fn view(&self) -> CandidateView {
@@ -174,18 +140,22 @@ impl Stored {
             source_agent: self.state.source_agent.clone(),
             memory_type: self.state.memory_type.clone(),
             content: self.point.text.clone().unwrap_or_default(),
-            evidence_refs: self.state.evidence_refs.clone(),
+            evidence_refs: refs_as_strings(&self.state.evidence_refs),
             confidence: self.state.confidence,
             proposed_at: self.point.ts,
             decided_at: self.state.decided_at,
             note: self.state.note.clone(),
             memory_ref: (self.state.status == CandidateStatus::Approved)
                 .then(|| Ref::mem(id.as_str()).to_string()),
-            invalidated_by: self.state.invalidated_by.clone(),
-            metadata: self.state.metadata.clone(),
+            invalidated_by: refs_as_strings(&self.state.invalidated_by),
+            metadata: self.point.metadata.clone(),
             candidate_id: id,
         }
     }
+}
+
+fn refs_as_strings(refs: &[Ref]) -> Vec<String> {
+    refs.iter().map(ToString::to_string).collect()
 }
 
 fn partition_of(p: &StoredPoint) -> Partition {
@@ -197,12 +167,9 @@ fn partition_of(p: &StoredPoint) -> Partition {
 }
 
 /// Writes a candidate record (not searchable: no vectors).
-async fn save(engine: &Engine, stored: &Stored) -> Result<(), ApiError> {
+async fn save(engine: &Engine, stored: &Stored) -> Result<(), ServiceError> {
     let mut point = stored.point.clone();
-    point.metadata = Some(
-        serde_json::to_value(&stored.state)
-            .map_err(|e| ApiError::Internal(format!("candidate state: {e}")))?,
-    );
+    point.state = Some(RecordState::Candidate(stored.state.clone()));
     let id = candidate_record_id(&partition_of(&point), &stored.id());
     engine
         .store
@@ -221,7 +188,7 @@ pub(crate) async fn load(
     engine: &Engine,
     partition: &Partition,
     id: &str,
-) -> Result<Option<Stored>, ApiError> {
+) -> Result<Option<Stored>, ServiceError> {
     match engine
         .store
         .retrieve(partition, &[candidate_record_id(partition, id)], false)
@@ -238,7 +205,7 @@ pub(crate) async fn load(
 pub(crate) async fn load_all(
     engine: &Engine,
     partition: &Partition,
-) -> Result<Vec<Stored>, ApiError> {
+) -> Result<Vec<Stored>, ServiceError> {
     let hits = scroll_all(
         engine.store.as_ref(),
         partition,
@@ -259,9 +226,9 @@ pub(crate) async fn load_all(
 }
 
 /// Canonical evidence refs: parsed, evidence kinds only, sorted, deduplicated.
-fn canonical_evidence(refs: &[String]) -> Result<Vec<Ref>, ApiError> {
+fn canonical_evidence(refs: &[String]) -> Result<Vec<Ref>, ServiceError> {
     if refs.is_empty() || refs.len() > MAX_EVIDENCE {
-        return Err(ApiError::InvalidRequest(format!(
+        return Err(ServiceError::InvalidRequest(format!(
             "evidence_refs must hold 1 to {MAX_EVIDENCE} refs"
         )));
     }
@@ -269,7 +236,7 @@ fn canonical_evidence(refs: &[String]) -> Result<Vec<Ref>, ApiError> {
     for r in refs {
         let parsed = Ref::parse_input(r)?;
         if !parsed.is_evidence() {
-            return Err(ApiError::InvalidRequest(format!(
+            return Err(ServiceError::InvalidRequest(format!(
                 "{r} cannot be evidence (use doc:, msg: or evt: refs)"
             )));
         }
@@ -285,7 +252,7 @@ async fn missing(
     engine: &Engine,
     partition: &Partition,
     refs: &[Ref],
-) -> Result<Vec<String>, ApiError> {
+) -> Result<Vec<String>, ServiceError> {
     let mut out = Vec::new();
     for r in refs {
         if !exists(engine.store.as_ref(), partition, r).await? {
@@ -296,22 +263,24 @@ async fn missing(
 }
 
 /// Stores a pending candidate (idempotent: the same proposal returns the stored one).
-pub async fn propose(engine: &Engine, req: CandidateRequest) -> Result<ProposeResponse, ApiError> {
+pub(crate) async fn propose(
+    engine: &Engine,
+    req: CandidateRequest,
+) -> Result<ProposeResponse, ServiceError> {
     req.scope.validate()?;
     validate_component("source_agent", &req.source_agent)?;
     validate_component("memory_type", &req.memory_type)?;
     if req.content.trim().is_empty() || req.content.len() > MAX_CANDIDATE_BYTES {
-        return Err(ApiError::InvalidRequest(format!(
+        return Err(ServiceError::InvalidRequest(format!(
             "content must be 1 to {MAX_CANDIDATE_BYTES} bytes"
         )));
     }
     if !(0.0..=1.0).contains(&req.confidence) {
-        return Err(ApiError::InvalidRequest(
+        return Err(ServiceError::InvalidRequest(
             "confidence must be between 0 and 1".into(),
         ));
     }
     let evidence = canonical_evidence(&req.evidence_refs)?;
-    let evidence_refs: Vec<String> = evidence.iter().map(ToString::to_string).collect();
     let partition = req.scope.partition();
     let id = candidate_id(
         &partition,
@@ -330,7 +299,7 @@ pub async fn propose(engine: &Engine, req: CandidateRequest) -> Result<ProposeRe
     }
     let missing = missing(engine, &partition, &evidence).await?;
     if !missing.is_empty() {
-        return Err(ApiError::EvidenceNotFound(format!(
+        return Err(ServiceError::EvidenceNotFound(format!(
             "evidence not found in this scope: {}",
             missing.join(", ")
         )));
@@ -346,18 +315,19 @@ pub async fn propose(engine: &Engine, req: CandidateRequest) -> Result<ProposeRe
     point.doc_id = Some(id);
     point.text = Some(req.content.clone());
     point.content_hash = Some(sha256_hex(req.content.as_bytes()));
+    // The caller's metadata, as sent; the review state goes in `state`.
+    point.metadata = req.metadata;
     let stored = Stored {
         point,
         state: CandidateState {
             status: CandidateStatus::Pending,
             source_agent: req.source_agent,
             memory_type: req.memory_type,
-            evidence_refs,
+            evidence_refs: evidence,
             confidence: req.confidence,
             decided_at: None,
             note: None,
             invalidated_by: Vec::new(),
-            metadata: req.metadata,
         },
     };
     save(engine, &stored).await?;
@@ -368,24 +338,24 @@ pub async fn propose(engine: &Engine, req: CandidateRequest) -> Result<ProposeRe
 }
 
 /// One candidate of the partition.
-pub async fn get(
+pub(crate) async fn get(
     engine: &Engine,
     partition: &Partition,
     id: &str,
-) -> Result<CandidateView, ApiError> {
+) -> Result<CandidateView, ServiceError> {
     validate_component("candidate_id", id)?;
     load(engine, partition, id)
         .await?
         .map(|s| s.view())
-        .ok_or_else(|| ApiError::NotFound(format!("no candidate {id} in this scope")))
+        .ok_or_else(|| ServiceError::NotFound(format!("no candidate {id} in this scope")))
 }
 
 /// The candidates of the partition, optionally of one status, oldest first.
-pub async fn list(
+pub(crate) async fn list(
     engine: &Engine,
     partition: &Partition,
     status: Option<CandidateStatus>,
-) -> Result<Vec<CandidateView>, ApiError> {
+) -> Result<Vec<CandidateView>, ServiceError> {
     Ok(load_all(engine, partition)
         .await?
         .into_iter()
@@ -399,26 +369,26 @@ fn memory_source(state: &CandidateState) -> String {
     format!(
         "agent {}; evidence {}",
         state.source_agent,
-        state.evidence_refs.join(", ")
+        refs_as_strings(&state.evidence_refs).join(", ")
     )
 }
 
 /// Writes (or rewrites) the searchable memory point of an approved candidate.
-pub(crate) async fn write_memory(engine: &Engine, stored: &Stored) -> Result<(), ApiError> {
+pub(crate) async fn write_memory(engine: &Engine, stored: &Stored) -> Result<(), ServiceError> {
     let partition = partition_of(&stored.point);
     let text = stored.point.text.clone().unwrap_or_default();
     let mut vectors = engine.embedder.embed_documents(vec![text.clone()]).await?;
     let dense = vectors
         .pop()
-        .ok_or_else(|| ApiError::Internal("no embedding for a memory".into()))?;
+        .ok_or_else(|| ServiceError::Internal("no embedding for a memory".into()))?;
     let mut p = stored.point.clone();
     p.kind = PointKind::Memory;
     p.source = Some(memory_source(&stored.state));
-    p.metadata = Some(serde_json::json!({
-        "candidate_id": stored.id(),
-        "memory_type": stored.state.memory_type,
-        "confidence": stored.state.confidence,
-        "evidence_refs": stored.state.evidence_refs,
+    p.state = Some(RecordState::Memory(MemoryState {
+        candidate_id: stored.id(),
+        memory_type: stored.state.memory_type.clone(),
+        confidence: stored.state.confidence,
+        evidence_refs: stored.state.evidence_refs.clone(),
     }));
     engine
         .store
@@ -433,7 +403,7 @@ pub(crate) async fn write_memory(engine: &Engine, stored: &Stored) -> Result<(),
 }
 
 /// Whether the searchable memory point of a candidate is stored.
-async fn memory_stored(engine: &Engine, stored: &Stored) -> Result<bool, ApiError> {
+async fn memory_stored(engine: &Engine, stored: &Stored) -> Result<bool, ServiceError> {
     let partition = partition_of(&stored.point);
     Ok(!engine
         .store
@@ -447,7 +417,7 @@ async fn memory_stored(engine: &Engine, stored: &Stored) -> Result<bool, ApiErro
 }
 
 /// Removes the searchable memory point of a candidate (if any).
-pub(crate) async fn remove_memory(engine: &Engine, stored: &Stored) -> Result<(), ApiError> {
+pub(crate) async fn remove_memory(engine: &Engine, stored: &Stored) -> Result<(), ServiceError> {
     let partition = partition_of(&stored.point);
     engine
         .store
@@ -463,7 +433,7 @@ pub(crate) async fn invalidate(
     mut stored: Stored,
     by: &str,
     hard: bool,
-) -> Result<(), ApiError> {
+) -> Result<(), ServiceError> {
     remove_memory(engine, &stored).await?;
     if hard {
         let partition = partition_of(&stored.point);
@@ -478,10 +448,16 @@ pub(crate) async fn invalidate(
     }
     stored.state.status = CandidateStatus::Invalidated;
     stored.state.decided_at = Some(chrono::Utc::now().timestamp_millis());
-    if !stored.state.invalidated_by.iter().any(|b| b == by) {
-        stored.state.invalidated_by.push(by.to_string());
-    }
+    note_invalidated_by(&mut stored, by)?;
     save(engine, &stored).await
+}
+
+fn note_invalidated_by(stored: &mut Stored, by: &str) -> Result<(), ServiceError> {
+    let by = Ref::parse(by)?;
+    if !stored.state.invalidated_by.contains(&by) {
+        stored.state.invalidated_by.push(by);
+    }
+    Ok(())
 }
 
 /// Drops forgotten refs from a candidate that keeps other evidence (and rewrites its memory
@@ -491,11 +467,12 @@ pub(crate) async fn narrow(
     mut stored: Stored,
     remaining: Vec<String>,
     by: &str,
-) -> Result<(), ApiError> {
-    stored.state.evidence_refs = remaining;
-    if !stored.state.invalidated_by.iter().any(|b| b == by) {
-        stored.state.invalidated_by.push(by.to_string());
-    }
+) -> Result<(), ServiceError> {
+    stored.state.evidence_refs = remaining
+        .iter()
+        .map(|r| Ref::parse(r))
+        .collect::<Result<_, _>>()?;
+    note_invalidated_by(&mut stored, by)?;
     if stored.state.status == CandidateStatus::Approved {
         write_memory(engine, &stored).await?;
     }
@@ -504,17 +481,17 @@ pub(crate) async fn narrow(
 
 /// Approves or rejects a candidate. Idempotent per decision; the other decision, or any
 /// decision on an invalidated candidate, is `409 conflict`.
-pub async fn decide(
+pub(crate) async fn decide(
     engine: &Engine,
     scope: &Scope,
     id: &str,
     approve: bool,
     note: Option<String>,
-) -> Result<CandidateView, ApiError> {
+) -> Result<CandidateView, ServiceError> {
     scope.validate()?;
     validate_component("candidate_id", id)?;
     if note.as_ref().is_some_and(|n| n.len() > 1024) {
-        return Err(ApiError::InvalidRequest(
+        return Err(ServiceError::InvalidRequest(
             "note must be at most 1024 bytes".into(),
         ));
     }
@@ -522,7 +499,7 @@ pub async fn decide(
     let _serial = engine.review_lock.lock().await;
     let mut stored = load(engine, &partition, id)
         .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no candidate {id} in this scope")))?;
+        .ok_or_else(|| ServiceError::NotFound(format!("no candidate {id} in this scope")))?;
     let wanted = if approve {
         CandidateStatus::Approved
     } else {
@@ -539,7 +516,7 @@ pub async fn decide(
         }
         CandidateStatus::Pending => {}
         other => {
-            return Err(ApiError::Conflict(format!(
+            return Err(ServiceError::Conflict(format!(
                 "candidate {id} is {}; it cannot be {}",
                 other.as_str(),
                 if approve { "approved" } else { "rejected" }
@@ -551,10 +528,10 @@ pub async fn decide(
     stored.state.decided_at = Some(chrono::Utc::now().timestamp_millis());
     stored.state.note = note;
     if approve {
-        let evidence = canonical_evidence(&stored.state.evidence_refs)?;
+        let evidence = canonical_evidence(&stored.evidence())?;
         let missing = missing(engine, &partition, &evidence).await?;
         if !missing.is_empty() {
-            return Err(ApiError::Conflict(format!(
+            return Err(ServiceError::Conflict(format!(
                 "candidate {id} cites evidence that no longer exists: {}",
                 missing.join(", ")
             )));

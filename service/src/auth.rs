@@ -1,0 +1,224 @@
+//! API keys. A key binds its caller to one tenant (and optionally to a set of users). Keys are
+//! configured as sha256 hashes, so the server never stores a usable key:
+//! `CAIRN_API_KEYS="<sha256-hex>:<tenant>[:<user>|<user>...[:proposer]],..."` or a file with
+//! one such entry per line (`--api-keys FILE`). `cairn hash-key KEY` prints the hash of a key.
+//! A key marked `proposer` (a third-party agent's) may only post events and candidates; every
+//! other route, deciding on candidates included, needs a full key. [`authorize`] is the one
+//! policy every door's calls go through (the service's methods call it).
+
+use std::collections::HashMap;
+
+use cairn_models::ids::sha256_hex;
+use cairn_models::Partition;
+
+use crate::error::ServiceError;
+
+/// What a key may access.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    pub tenant: String,
+    /// Empty: every user of the tenant.
+    pub users: Vec<String>,
+    /// What the key may do.
+    pub role: KeyRole,
+}
+
+/// What a key may do inside its tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KeyRole {
+    /// Every route.
+    #[default]
+    Full,
+    /// Only `POST /v1/events` and `POST /v1/candidates` (third-party agents).
+    Proposer,
+}
+
+/// The configured keys (by hash). Empty: authentication is off (loopback only).
+#[derive(Debug, Clone, Default)]
+pub struct Auth {
+    keys: HashMap<String, Grant>,
+}
+
+impl Auth {
+    pub fn parse(spec: &str) -> Result<Self, String> {
+        let mut keys = HashMap::new();
+        for entry in spec
+            .split([',', '\n'])
+            .map(str::trim)
+            .filter(|e| !e.is_empty() && !e.starts_with('#'))
+        {
+            let mut parts = entry.split(':');
+            let (Some(hash), Some(tenant)) = (parts.next(), parts.next()) else {
+                return Err(format!(
+                    "API key entry {entry:?}: expected <sha256-hex>:<tenant>[:<users>]"
+                ));
+            };
+            if hash.len() != 64 || !hash.chars().all(|c| c.is_ascii_hexdigit()) {
+                return Err(format!(
+                    "API key entry for tenant {tenant}: the key hash must be 64 hex characters"
+                ));
+            }
+            cairn_models::scope::validate_component("tenant", tenant).map_err(|e| e.to_string())?;
+            let users = parts
+                .next()
+                .map(|u| {
+                    u.split('|')
+                        .map(str::to_string)
+                        .filter(|u| !u.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let role = match parts.next().map(str::trim) {
+                None | Some("") | Some("full") => KeyRole::Full,
+                Some("proposer") => KeyRole::Proposer,
+                Some(other) => {
+                    return Err(format!(
+                    "API key entry for tenant {tenant}: unknown role {other:?} (full or proposer)"
+                ))
+                }
+            };
+            if parts.next().is_some() {
+                return Err(format!(
+                    "API key entry for tenant {tenant}: expected <sha256-hex>:<tenant>[:<users>[:<role>]]"
+                ));
+            }
+            keys.insert(
+                hash.to_ascii_lowercase(),
+                Grant {
+                    tenant: tenant.to_string(),
+                    users,
+                    role,
+                },
+            );
+        }
+        Ok(Auth { keys })
+    }
+
+    pub fn enabled(&self) -> bool {
+        !self.keys.is_empty()
+    }
+
+    /// Who presents `bearer` (the credential of the request, e.g. the token of an
+    /// `Authorization: Bearer` header). Without configured keys every caller is the local
+    /// operator (the server then listens on loopback only); with keys, a missing or unknown
+    /// key is `unauthorized`.
+    pub fn principal(&self, bearer: Option<&str>) -> Result<Principal, ServiceError> {
+        if !self.enabled() {
+            return Ok(Principal::Local);
+        }
+        let key = bearer.ok_or(ServiceError::Unauthorized)?;
+        let grant = self
+            .keys
+            .get(&sha256_hex(key.trim().as_bytes()))
+            .ok_or(ServiceError::Unauthorized)?;
+        Ok(Principal::Key(grant.clone()))
+    }
+}
+
+/// Who is calling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    /// The operator of this deployment: the CLI, or any caller of a server without keys
+    /// (which then answers loopback only). May do everything.
+    Local,
+    /// A caller holding an API key.
+    Key(Grant),
+}
+
+/// What a call does, for [`authorize`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Recall, prepare a turn, list or read stored records.
+    Read,
+    /// Store documents, messages, turns.
+    Write,
+    /// Post third-party events and propose candidates.
+    Propose,
+    /// Approve or reject candidates.
+    Decide,
+    /// Delete evidence and what derives from it.
+    Forget,
+}
+
+/// The authorization policy, in one place: may `principal` do `action` in `partition`
+/// (tenant, user, namespace)? A key reaches only its tenant (and its users, when it names
+/// any); a proposer key (a third-party agent's) may only propose.
+pub fn authorize(
+    principal: &Principal,
+    partition: &Partition,
+    action: Action,
+) -> Result<(), ServiceError> {
+    let grant = match principal {
+        Principal::Local => return Ok(()),
+        Principal::Key(grant) => grant,
+    };
+    if grant.tenant != partition.tenant
+        || (!grant.users.is_empty() && !grant.users.contains(&partition.user))
+    {
+        return Err(ServiceError::ScopeForbidden);
+    }
+    match (grant.role, action) {
+        (KeyRole::Full, _) | (KeyRole::Proposer, Action::Propose) => Ok(()),
+        (KeyRole::Proposer, _) => Err(ServiceError::Forbidden(
+            "this API key may only post events and candidates".into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cairn_models::Scope;
+
+    #[test]
+    fn keys_bind_tenants_users_and_roles() {
+        let h = sha256_hex(b"secret");
+        let auth = Auth::parse(&format!("{h}:acme:alice|bob")).unwrap();
+        let alice = Scope::new("acme", "alice", "n", "a", "s")
+            .unwrap()
+            .partition();
+        let carol = Scope::new("acme", "carol", "n", "a", "s")
+            .unwrap()
+            .partition();
+        let other = Scope::new("other", "alice", "n", "a", "s")
+            .unwrap()
+            .partition();
+        assert!(matches!(
+            auth.principal(None),
+            Err(ServiceError::Unauthorized)
+        ));
+        assert!(matches!(
+            auth.principal(Some("wrong")),
+            Err(ServiceError::Unauthorized)
+        ));
+        let who = auth.principal(Some("secret")).unwrap();
+        assert!(authorize(&who, &alice, Action::Write).is_ok());
+        assert!(matches!(
+            authorize(&who, &carol, Action::Read),
+            Err(ServiceError::ScopeForbidden)
+        ));
+        assert!(matches!(
+            authorize(&who, &other, Action::Read),
+            Err(ServiceError::ScopeForbidden)
+        ));
+        assert!(Auth::parse("nothex:acme").is_err());
+        let p = sha256_hex(b"agent");
+        let auth = Auth::parse(&format!("{h}:acme\n{p}:acme::proposer")).unwrap();
+        let agent = auth.principal(Some("agent")).unwrap();
+        assert!(authorize(&agent, &alice, Action::Propose).is_ok());
+        for action in [Action::Read, Action::Write, Action::Decide, Action::Forget] {
+            assert!(matches!(
+                authorize(&agent, &alice, action),
+                Err(ServiceError::Forbidden(_))
+            ));
+        }
+        let full = auth.principal(Some("secret")).unwrap();
+        assert!(authorize(&full, &carol, Action::Decide).is_ok());
+        assert!(Auth::parse(&format!("{h}:acme::admin")).is_err());
+        assert!(!Auth::parse("").unwrap().enabled());
+        assert_eq!(
+            Auth::parse("").unwrap().principal(None).unwrap(),
+            Principal::Local
+        );
+    }
+}

@@ -1,0 +1,36 @@
+//! Cairn's memory service: every operation and every rule that is not about a transport.
+//!
+//! The doors (the HTTP API in `cairn-api`, the `cairn` CLI, MCP, the evaluation harness)
+//! call the operations in [`ops`], methods of [`Engine`], each with the caller's
+//! [`Principal`]. The service validates, authorizes ([`auth::authorize`]), serializes what
+//! must be serialized and reports a [`ServiceError`] whose stable code
+//! ([`cairn_models::ErrorCode`]) a door maps onto its transport. This crate depends on no
+//! HTTP crate.
+//!
+//! - [`engine`]: assembling the service over a data directory; the vector index build.
+//! - [`ops`]: the operations.
+//! - [`auth`]: API keys, principals and the authorization policy.
+//! - [`turns`]: the `agent-turn-v1` contract.
+//! - [`documents`], [`messages`], [`recall`]: request and response types of those operations.
+//! - [`events`], [`candidates`]: third-party evidence and the review queue.
+//! - [`forget`]: deleting evidence and what derives from it.
+//! - [`schema`]: OpenAPI descriptions of the library crates' wire types.
+
+pub mod auth;
+pub mod candidates;
+pub mod documents;
+pub mod engine;
+pub mod error;
+pub mod events;
+mod evidence;
+pub mod forget;
+pub mod messages;
+pub mod ops;
+pub mod recall;
+pub mod schema;
+pub mod turns;
+
+pub use auth::{authorize, Action, Auth, Principal};
+pub use engine::{Engine, EngineOptions, IndexBuild, OPTIMIZE_AFTER_CHUNKS};
+pub use error::ServiceError;
+pub use ops::BatchOutcome;

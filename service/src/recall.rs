@@ -1,0 +1,54 @@
+//! Recall and forget requests. The operations are [`Engine`](crate::Engine) methods (`ops`).
+
+use cairn_models::{limits, Scope};
+use cairn_recall::RecallFilters;
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use crate::error::ServiceError;
+
+/// `POST /v1/recall` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecallBody {
+    #[schema(value_type = crate::schema::Scope)]
+    pub scope: Scope,
+    /// 1 to 8192 bytes (longer: `400 invalid_request`).
+    pub query: String,
+    /// Tokens of the pack's Markdown (default 1000).
+    #[serde(default)]
+    pub token_budget: Option<usize>,
+    #[serde(default)]
+    #[schema(value_type = crate::schema::RecallFilters)]
+    pub filters: RecallFilters,
+}
+
+/// `POST /v1/forget` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForgetRequest {
+    #[schema(value_type = crate::schema::Scope)]
+    pub scope: Scope,
+    /// What to forget: `doc:<id>` or `doc:<id>#<chunk>` (the whole document),
+    /// `msg:<conversation>/<seq>`, `conv:<conversation>`, `turn:<turn id>` (both messages),
+    /// `evt:<id>`, `cand:<id>` or `mem:<id>` (an approved memory).
+    #[serde(rename = "ref")]
+    #[schema(rename = "ref")]
+    pub reference: String,
+    /// Also delete the records of invalidated candidates (they restate the evidence), and
+    /// flush to disk before answering.
+    #[serde(default)]
+    pub hard: bool,
+}
+
+/// The list caps of recall filters (each list at most 16 values).
+pub(crate) fn check_filters(filters: &RecallFilters) -> Result<(), ServiceError> {
+    let max = limits::MAX_FILTER_VALUES;
+    if let Some(t) = &filters.trust {
+        limits::check_count("filters.trust", t.len(), max)?;
+    }
+    if let Some(k) = &filters.kinds {
+        limits::check_count("filters.kinds", k.len(), max)?;
+    }
+    Ok(())
+}
