@@ -14,9 +14,13 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
         .and_then(|v| v.strip_prefix("Bearer "))
 }
 
-/// The principal of a request.
-pub fn principal(auth: &Auth, headers: &HeaderMap) -> Result<Principal, ApiError> {
-    Ok(auth.principal(bearer(headers))?)
+/// The principal of a request: an agent key is checked against its stored grant, any other
+/// bearer against the configured API keys (`Engine::principal`).
+pub async fn principal(
+    state: &crate::SharedState,
+    headers: &HeaderMap,
+) -> Result<Principal, ApiError> {
+    Ok(state.engine.principal(&state.auth, bearer(headers)).await?)
 }
 
 /// Without keys, the only protection is that the server listens on loopback. A browser

@@ -117,6 +117,10 @@ pub fn status_of(code: ErrorCode) -> (StatusCode, Option<&'static str>) {
             StatusCode::FORBIDDEN,
             Some("deciding, reading and forgetting need a full key"),
         ),
+        ErrorCode::CapabilityDenied => (
+            StatusCode::FORBIDDEN,
+            Some("the agent's grant does not allow this: ask the owner for a grant with the operation (GET /v1/grants lists them)"),
+        ),
         ErrorCode::ForbiddenOrigin => (
             StatusCode::FORBIDDEN,
             Some("without API keys the server answers only loopback hosts and origins (localhost, 127.0.0.1, [::1]); configure API keys to serve others"),

@@ -85,7 +85,7 @@ impl CairnMcp {
     }
 
     /// Who makes this call.
-    fn principal(&self, ctx: &RequestContext<RoleServer>) -> Result<Principal, ServiceError> {
+    async fn principal(&self, ctx: &RequestContext<RoleServer>) -> Result<Principal, ServiceError> {
         let Some(state) = &self.http else {
             return Ok(Principal::Local);
         };
@@ -95,7 +95,7 @@ impl CairnMcp {
             .extensions
             .get::<Parts>()
             .and_then(|p| crate::auth::bearer(&p.headers));
-        state.auth.principal(bearer)
+        self.engine.principal(&state.auth, bearer).await
     }
 
     fn count(&self, name: &'static str, n: u64) {
@@ -703,7 +703,7 @@ impl CairnMcp {
         args: JsonObject,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ServiceError> {
-        let who = self.principal(ctx)?;
+        let who = self.principal(ctx).await?;
         let args: RecallArgs = parse(args)?;
         let pack = self.engine.recall(&who, args.into()).await?;
         self.count("recalls", 1);
@@ -715,7 +715,7 @@ impl CairnMcp {
         args: JsonObject,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ServiceError> {
-        let who = self.principal(ctx)?;
+        let who = self.principal(ctx).await?;
         let args: PrepareTurnArgs = parse(args)?;
         let envelope = self.engine.prepare_turn(&who, args.into()).await?;
         self.count("recalls", 1);
@@ -731,7 +731,7 @@ impl CairnMcp {
         args: JsonObject,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ServiceError> {
-        let who = self.principal(ctx)?;
+        let who = self.principal(ctx).await?;
         let (turn_id, request) = parse::<CompleteTurnArgs>(args)?.into_request();
         let receipt = self.engine.complete_turn(&who, &turn_id, request).await?;
         self.count("turns_completed", 1);
@@ -750,7 +750,7 @@ impl CairnMcp {
         args: JsonObject,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ServiceError> {
-        let who = self.principal(ctx)?;
+        let who = self.principal(ctx).await?;
         let args: RememberArgs = parse(args)?;
         let scope: Scope = args.scope.into();
         match (args.document, args.messages) {
@@ -802,7 +802,7 @@ impl CairnMcp {
         args: JsonObject,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ServiceError> {
-        let who = self.principal(ctx)?;
+        let who = self.principal(ctx).await?;
         let args: ForgetArgs = parse(args)?;
         let request = ForgetRequest {
             scope: args.scope.into(),
@@ -827,7 +827,7 @@ impl CairnMcp {
         args: JsonObject,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ServiceError> {
-        let who = self.principal(ctx)?;
+        let who = self.principal(ctx).await?;
         let args: ListDocumentsArgs = parse(args)?;
         let partition = ops::partition(&args.tenant, &args.user, &args.namespace)?;
         let all = self.engine.list_documents(&who, &partition).await?;
@@ -854,7 +854,7 @@ impl CairnMcp {
         args: JsonObject,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ServiceError> {
-        let who = self.principal(ctx)?;
+        let who = self.principal(ctx).await?;
         let args: ProposeMemoryArgs = parse(args)?;
         let response = self.engine.propose(&who, args.into()).await?;
         if response.created {
@@ -913,7 +913,7 @@ pub(crate) fn router(state: &SharedState, shutdown: CancellationToken) -> Router
 /// needs a known key: `401 unauthorized` before the protocol runs, as on every other route.
 /// What the key may reach is decided per tool call by the service.
 async fn authenticate(State(state): State<SharedState>, req: Request, next: Next) -> Response {
-    if let Err(e) = crate::auth::principal(&state.auth, req.headers()) {
+    if let Err(e) = crate::auth::principal(&state, req.headers()).await {
         return e.into_response();
     }
     next.run(req).await

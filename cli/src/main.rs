@@ -143,6 +143,12 @@ enum Command {
     Mcp,
     /// Print the sha256 of an API key, for the key file.
     HashKey { key: String },
+    /// Agent grants of --tenant/--user: issue (prints the agent's key once), list, suspend,
+    /// revoke, restore. The operator's command: it works on the data directory directly.
+    Grants {
+        #[command(subcommand)]
+        action: GrantsCommand,
+    },
     /// Benchmarks: figures and ratios, never pass/fail.
     Bench {
         #[command(subcommand)]
@@ -221,6 +227,114 @@ pub(crate) async fn open_engine(data_dir: &Path) -> Result<Arc<Engine>> {
     Ok(Arc::new(engine))
 }
 
+/// `cairn grants ...`.
+#[derive(Debug, Subcommand)]
+enum GrantsCommand {
+    /// Issue (or re-issue, with a new key) a grant to an agent.
+    Issue {
+        /// The agent identity.
+        #[arg(long = "for")]
+        agent: String,
+        /// Operations, comma-separated: recall, read, write_documents, write_messages,
+        /// complete_turn, propose, decide_candidates, forget.
+        #[arg(long, value_delimiter = ',')]
+        ops: Vec<String>,
+        /// A named set: proposer, assistant, trusted.
+        #[arg(long)]
+        preset: Option<String>,
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// List the grants.
+    List,
+    /// Suspend an agent's grant.
+    Suspend {
+        #[arg(long = "for")]
+        agent: String,
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// Revoke an agent's grant for good.
+    Revoke {
+        #[arg(long = "for")]
+        agent: String,
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// Restore a suspended grant.
+    Restore {
+        #[arg(long = "for")]
+        agent: String,
+        #[arg(long)]
+        note: Option<String>,
+    },
+}
+
+async fn grants(engine: &Engine, scope: &Scope, action: GrantsCommand) -> Result<()> {
+    use cairn_service::grants::{GrantChangeRequest, GrantRequest, StatusChange};
+    let who = Principal::Local;
+    fn word<T: serde::de::DeserializeOwned>(s: &str) -> serde_json::Result<T> {
+        serde_json::from_value(serde_json::Value::String(s.trim().to_string()))
+    }
+    let change = |note: Option<String>| GrantChangeRequest {
+        tenant: scope.tenant.clone(),
+        user: scope.user.clone(),
+        note,
+    };
+    let out = match action {
+        GrantsCommand::Issue {
+            agent,
+            ops,
+            preset,
+            note,
+        } => {
+            let operations = ops
+                .iter()
+                .filter(|o| !o.trim().is_empty())
+                .map(|o| word(o).with_context(|| format!("unknown operation {o:?}")))
+                .collect::<Result<Vec<_>>>()?;
+            let preset = preset
+                .map(|p| word(&p).with_context(|| format!("unknown preset {p:?}")))
+                .transpose()?;
+            let issued = engine
+                .issue_grant(
+                    &who,
+                    GrantRequest {
+                        tenant: scope.tenant.clone(),
+                        user: scope.user.clone(),
+                        agent,
+                        operations,
+                        preset,
+                        note,
+                    },
+                )
+                .await?;
+            serde_json::to_value(issued)?
+        }
+        GrantsCommand::List => {
+            serde_json::to_value(engine.list_grants(&who, &scope.tenant, &scope.user).await?)?
+        }
+        GrantsCommand::Suspend { agent, note } => serde_json::to_value(
+            engine
+                .change_grant(&who, &agent, change(note), StatusChange::Suspend)
+                .await?,
+        )?,
+        GrantsCommand::Revoke { agent, note } => serde_json::to_value(
+            engine
+                .change_grant(&who, &agent, change(note), StatusChange::Revoke)
+                .await?,
+        )?,
+        GrantsCommand::Restore { agent, note } => serde_json::to_value(
+            engine
+                .change_grant(&who, &agent, change(note), StatusChange::Restore)
+                .await?,
+        )?,
+    };
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    engine.flush().await?;
+    Ok(())
+}
+
 async fn run(cli: Cli) -> Result<std::process::ExitCode> {
     use std::process::ExitCode;
     match cli.command {
@@ -237,6 +351,12 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
                 .await
                 .context("MCP over stdio")?;
             engine.flush().await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Grants { action } => {
+            let scope = cli.scope.scope()?;
+            let engine = open_engine(&cli.data_dir).await?;
+            grants(&engine, &scope, action).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::HashKey { key } => {

@@ -56,6 +56,7 @@ pub enum ErrorCode {
     Unauthorized,
     ScopeForbidden,
     Forbidden,
+    CapabilityDenied,
     ForbiddenOrigin,
     NotFound,
     MethodNotAllowed,
@@ -74,11 +75,12 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the order of the README's table.
-    pub const ALL: [ErrorCode; 18] = [
+    pub const ALL: [ErrorCode; 19] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthorized,
         ErrorCode::ScopeForbidden,
         ErrorCode::Forbidden,
+        ErrorCode::CapabilityDenied,
         ErrorCode::ForbiddenOrigin,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
@@ -102,6 +104,7 @@ impl ErrorCode {
             ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::ScopeForbidden => "scope_forbidden",
             ErrorCode::Forbidden => "forbidden",
+            ErrorCode::CapabilityDenied => "capability_denied",
             ErrorCode::ForbiddenOrigin => "forbidden_origin",
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
@@ -126,6 +129,7 @@ impl ErrorCode {
             | ErrorCode::Unauthorized
             | ErrorCode::ScopeForbidden
             | ErrorCode::Forbidden
+            | ErrorCode::CapabilityDenied
             | ErrorCode::ForbiddenOrigin
             | ErrorCode::MethodNotAllowed
             | ErrorCode::PayloadTooLarge

@@ -126,6 +126,11 @@ fn record_point_id(kind: &str, partition: &Partition, id: &str) -> Uuid {
     )
 }
 
+/// Point id of the grant of `agent` (in the user's grants namespace).
+pub fn grant_record_id(partition: &Partition, agent: &str) -> Uuid {
+    record_point_id("grant", partition, agent)
+}
+
 /// Point id of the event `evt:<event_id>` in `partition`.
 pub fn event_record_id(partition: &Partition, event_id: &str) -> Uuid {
     record_point_id("event", partition, event_id)

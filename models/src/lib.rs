@@ -9,10 +9,12 @@
 //! - [`pack`]: the MemoryPack and the `agent-turn-v1` envelope returned by recall.
 //! - [`limits`]: caps on what a caller may store, and canonical JSON for digests.
 //! - [`error`]: the error classification every crate maps its errors onto.
+//! - [`grant`]: agent grants (operations, status, history) and agent keys.
 //! - [`failpoint`]: named crash points for the crash-consistency tests.
 
 pub mod error;
 pub mod failpoint;
+pub mod grant;
 pub mod ids;
 pub mod limits;
 pub mod pack;

@@ -107,6 +107,8 @@ pub enum PointKind {
     /// removed, so a retry after a crash or a lost answer learns the outcome instead of a
     /// `404` (not searchable; holds refs, never the forgotten content).
     Forget,
+    /// An agent grant (operations, status, the hash of the agent's key; not searchable).
+    Grant,
 }
 
 impl PointKind {
@@ -121,6 +123,7 @@ impl PointKind {
             PointKind::Memory => "memory",
             PointKind::Conversation => "conversation",
             PointKind::Forget => "forget",
+            PointKind::Grant => "grant",
         }
     }
 
@@ -253,6 +256,7 @@ impl StoredPoint {
             PointKind::Candidate => Ref::cand(or_unknown(&self.doc_id)),
             PointKind::Memory => Ref::mem(or_unknown(&self.doc_id)),
             PointKind::Conversation => Ref::conv(or_unknown(&self.conversation_id)),
+            PointKind::Grant => Ref::Grant(self.agent.clone()),
             PointKind::Forget => Ref::forget(
                 self.source
                     .as_deref()

@@ -12,6 +12,7 @@
 //! cand:<id>             a candidate memory
 //! mem:<id>              an approved memory (same id as its candidate)
 //! forget:<ref>          the receipt of a forget of <ref> (internal: never a caller's ref)
+//! grant:<agent>          an agent's grant (internal: never a caller's ref)
 //! ```
 //!
 //! Ids, conversations and turn ids are scope components (`[A-Za-z0-9_.-]+`, at most
@@ -46,6 +47,9 @@ pub enum Ref {
     /// The receipt of a forget of the inner ref (never itself a `Forget`). Internal: callers
     /// cannot name it ([`Ref::parse_input`] rejects it).
     Forget(Box<Ref>),
+    /// The grant of an agent (`grant:<agent>`). Internal, like `forget:`: it names a record
+    /// of the access policy, never memory a caller can cite or forget.
+    Grant(String),
 }
 
 fn component(field: &'static str, value: &str) -> Result<String, ModelError> {
@@ -117,6 +121,7 @@ impl Ref {
     /// `InvalidScope` for an id that is not a valid component.
     pub fn parse(s: &str) -> Result<Ref, ModelError> {
         match s.split_once(':') {
+            Some(("grant", rest)) => Ok(Ref::Grant(component("agent", rest)?)),
             Some(("forget", rest)) => match parse_plain(rest, s)? {
                 Ref::Forget(_) => Err(invalid(s)),
                 inner => Ok(Ref::Forget(Box::new(inner))),
@@ -200,6 +205,7 @@ impl fmt::Display for Ref {
             Ref::Cand(c) => write!(f, "cand:{c}"),
             Ref::Mem(m) => write!(f, "mem:{m}"),
             Ref::Forget(r) => write!(f, "forget:{r}"),
+            Ref::Grant(a) => write!(f, "grant:{a}"),
         }
     }
 }

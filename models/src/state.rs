@@ -31,6 +31,8 @@ pub enum RecordState {
     TurnMessage(TurnLinks),
     /// A forget's receipt (`PointKind::Forget`).
     Forget(ForgetState),
+    /// An agent grant (`PointKind::Grant`).
+    Grant(crate::grant::GrantState),
 }
 
 /// Review status of a candidate.

@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 
+use cairn_models::grant::{GrantPreset, GrantState, GrantStatus, Operation};
 use cairn_models::ids::sha256_hex;
 use cairn_models::Partition;
 
@@ -16,6 +17,8 @@ use crate::error::ServiceError;
 /// What a key may access.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
+    /// The first 12 hex characters of the key's hash: names the key in grant histories.
+    pub id: String,
     pub tenant: String,
     /// Empty: every user of the tenant.
     pub users: Vec<String>,
@@ -85,6 +88,7 @@ impl Auth {
             keys.insert(
                 hash.to_ascii_lowercase(),
                 Grant {
+                    id: hash[..12].to_ascii_lowercase(),
                     tenant: tenant.to_string(),
                     users,
                     role,
@@ -116,53 +120,110 @@ impl Auth {
 }
 
 /// Who is calling.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Principal {
     /// The operator of this deployment: the CLI, or any caller of a server without keys
     /// (which then answers loopback only). May do everything.
     Local,
     /// A caller holding an API key.
     Key(Grant),
+    /// An agent holding its own key: what it may do is its stored grant, as read for this
+    /// call.
+    Agent {
+        tenant: String,
+        user: String,
+        grant: Box<GrantState>,
+    },
 }
 
-/// What a call does, for [`authorize`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    /// Recall, prepare a turn, list or read stored records.
-    Read,
-    /// Store documents, messages, turns.
-    Write,
-    /// Post third-party events and propose candidates.
-    Propose,
-    /// Approve or reject candidates.
-    Decide,
-    /// Delete evidence and what derives from it.
-    Forget,
+impl Principal {
+    /// Who, for a grant's history: `local`, `key:<12 hex of the key's hash>`, `agent:<id>`.
+    pub fn label(&self) -> String {
+        match self {
+            Principal::Local => "local".into(),
+            Principal::Key(g) => format!("key:{}", g.id),
+            Principal::Agent { grant, .. } => format!("agent:{}", grant.agent),
+        }
+    }
+
+    /// The agent identity this principal writes as, when it is an agent.
+    pub fn agent(&self) -> Option<&str> {
+        match self {
+            Principal::Agent { grant, .. } => Some(&grant.agent),
+            _ => None,
+        }
+    }
 }
 
-/// The authorization policy, in one place: may `principal` do `action` in `partition`
+/// The authorization policy, in one place: may `principal` do `op` in `partition`
 /// (tenant, user, namespace)? A key reaches only its tenant (and its users, when it names
-/// any); a proposer key (a third-party agent's) may only propose.
+/// any); a proposer key (a third-party agent's) may only propose; an agent reaches only the
+/// user its grant belongs to, and only with the operations granted while the grant is
+/// active.
 pub fn authorize(
     principal: &Principal,
     partition: &Partition,
-    action: Action,
+    op: Operation,
 ) -> Result<(), ServiceError> {
-    let grant = match principal {
-        Principal::Local => return Ok(()),
-        Principal::Key(grant) => grant,
+    match principal {
+        Principal::Local => Ok(()),
+        Principal::Key(grant) => {
+            if grant.tenant != partition.tenant
+                || (!grant.users.is_empty() && !grant.users.contains(&partition.user))
+            {
+                return Err(ServiceError::ScopeForbidden);
+            }
+            match grant.role {
+                KeyRole::Full => Ok(()),
+                // A proposer key is the `proposer` grant preset on a key of the tenant.
+                KeyRole::Proposer if GrantPreset::Proposer.operations().contains(&op) => Ok(()),
+                KeyRole::Proposer => Err(ServiceError::Forbidden(
+                    "this API key may only post events and candidates".into(),
+                )),
+            }
+        }
+        Principal::Agent {
+            tenant,
+            user,
+            grant,
+        } => {
+            if *tenant != partition.tenant || *user != partition.user {
+                return Err(ServiceError::ScopeForbidden);
+            }
+            if grant.status != GrantStatus::Active {
+                return Err(ServiceError::CapabilityDenied(format!(
+                    "the grant of agent {} is {}",
+                    grant.agent,
+                    grant.status.as_str()
+                )));
+            }
+            if op == Operation::ManageGrants || !grant.allows(op) {
+                return Err(ServiceError::CapabilityDenied(format!(
+                    "agent {} is not granted {}",
+                    grant.agent,
+                    op.as_str()
+                )));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Makes a write's scope name the agent that writes it: an agent writes as itself (a scope
+/// with the default agent becomes its own); naming another agent is refused.
+pub fn bind_agent(principal: &Principal, agent: &mut String) -> Result<(), ServiceError> {
+    let Some(me) = principal.agent() else {
+        return Ok(());
     };
-    if grant.tenant != partition.tenant
-        || (!grant.users.is_empty() && !grant.users.contains(&partition.user))
-    {
-        return Err(ServiceError::ScopeForbidden);
+    if agent == cairn_models::scope::DEFAULT_COMPONENT {
+        *agent = me.to_string();
     }
-    match (grant.role, action) {
-        (KeyRole::Full, _) | (KeyRole::Proposer, Action::Propose) => Ok(()),
-        (KeyRole::Proposer, _) => Err(ServiceError::Forbidden(
-            "this API key may only post events and candidates".into(),
-        )),
+    if agent != me {
+        return Err(ServiceError::Forbidden(format!(
+            "agent {me} may not write as agent {agent}"
+        )));
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -192,28 +253,33 @@ mod tests {
             Err(ServiceError::Unauthorized)
         ));
         let who = auth.principal(Some("secret")).unwrap();
-        assert!(authorize(&who, &alice, Action::Write).is_ok());
+        assert!(authorize(&who, &alice, Operation::WriteDocuments).is_ok());
         assert!(matches!(
-            authorize(&who, &carol, Action::Read),
+            authorize(&who, &carol, Operation::Read),
             Err(ServiceError::ScopeForbidden)
         ));
         assert!(matches!(
-            authorize(&who, &other, Action::Read),
+            authorize(&who, &other, Operation::Read),
             Err(ServiceError::ScopeForbidden)
         ));
         assert!(Auth::parse("nothex:acme").is_err());
         let p = sha256_hex(b"agent");
         let auth = Auth::parse(&format!("{h}:acme\n{p}:acme::proposer")).unwrap();
         let agent = auth.principal(Some("agent")).unwrap();
-        assert!(authorize(&agent, &alice, Action::Propose).is_ok());
-        for action in [Action::Read, Action::Write, Action::Decide, Action::Forget] {
+        assert!(authorize(&agent, &alice, Operation::Propose).is_ok());
+        for action in [
+            Operation::Read,
+            Operation::WriteDocuments,
+            Operation::DecideCandidates,
+            Operation::Forget,
+        ] {
             assert!(matches!(
                 authorize(&agent, &alice, action),
                 Err(ServiceError::Forbidden(_))
             ));
         }
         let full = auth.principal(Some("secret")).unwrap();
-        assert!(authorize(&full, &carol, Action::Decide).is_ok());
+        assert!(authorize(&full, &carol, Operation::DecideCandidates).is_ok());
         assert!(Auth::parse(&format!("{h}:acme::admin")).is_err());
         assert!(!Auth::parse("").unwrap().enabled());
         assert_eq!(

@@ -21,6 +21,9 @@ pub enum ServiceError {
     /// The principal reaches the scope but may not do this there.
     #[error("{0}")]
     Forbidden(String),
+    /// An agent's grant does not include the operation, or is suspended or revoked.
+    #[error("{0}")]
+    CapabilityDenied(String),
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -54,6 +57,7 @@ impl ServiceError {
             ServiceError::Unauthorized => ErrorCode::Unauthorized,
             ServiceError::ScopeForbidden => ErrorCode::ScopeForbidden,
             ServiceError::Forbidden(_) => ErrorCode::Forbidden,
+            ServiceError::CapabilityDenied(_) => ErrorCode::CapabilityDenied,
             ServiceError::NotFound(_) => ErrorCode::NotFound,
             ServiceError::TurnConflict(_) => ErrorCode::TurnConflict,
             ServiceError::Conflict(_) => ErrorCode::Conflict,

@@ -50,6 +50,11 @@ pub(crate) async fn exists(
             .retrieve(partition, &[event_record_id(partition, id)], false)
             .await?
             .is_empty(),
-        Ref::Conv(_) | Ref::Turn(_) | Ref::Cand(_) | Ref::Mem(_) | Ref::Forget(_) => false,
+        Ref::Conv(_)
+        | Ref::Turn(_)
+        | Ref::Cand(_)
+        | Ref::Mem(_)
+        | Ref::Forget(_)
+        | Ref::Grant(_) => false,
     })
 }

@@ -335,8 +335,8 @@ async fn forget_inner(
             let stored = !store.retrieve(partition, &[point], false).await?.is_empty();
             (Evidence::Event(point), stored)
         }
-        Ref::Forget(_) => {
-            // Receipts are internal: no caller can name one (`Ref::parse_input`).
+        Ref::Forget(_) | Ref::Grant(_) => {
+            // Receipts and grants are internal: no caller can name one (`Ref::parse_input`).
             return Err(ModelError::InvalidRef { value: by.clone() }.into());
         }
         Ref::Cand(id) | Ref::Mem(id) => {

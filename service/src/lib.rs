@@ -14,6 +14,7 @@
 //! - [`documents`], [`messages`], [`recall`]: request and response types of those operations.
 //! - [`events`], [`candidates`]: third-party evidence and the review queue.
 //! - [`forget`]: deleting evidence and what derives from it.
+//! - [`grants`]: agent grants (issue, suspend, revoke, restore) and resolving agent keys.
 //! - [`schema`]: OpenAPI descriptions of the library crates' wire types.
 
 pub mod auth;
@@ -24,13 +25,15 @@ pub mod error;
 pub mod events;
 mod evidence;
 pub mod forget;
+pub mod grants;
 pub mod messages;
 pub mod ops;
 pub mod recall;
 pub mod schema;
 pub mod turns;
 
-pub use auth::{authorize, Action, Auth, Principal};
+pub use auth::{authorize, Auth, Principal};
+pub use cairn_models::grant::Operation;
 pub use engine::{Engine, EngineOptions, IndexBuild, OPTIMIZE_AFTER_CHUNKS};
 pub use error::ServiceError;
 pub use ops::BatchOutcome;

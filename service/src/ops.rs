@@ -20,7 +20,7 @@ use cairn_models::{
 use cairn_recall::RecallRequest;
 use cairn_store::Filter;
 
-use crate::auth::{authorize, Action, Principal};
+use crate::auth::{authorize, bind_agent, Principal};
 use crate::candidates::{
     self, CandidateRequest, CandidateStatus, CandidateView, DecisionRequest, ProposeResponse,
 };
@@ -32,6 +32,7 @@ use crate::forget::{self, ForgetReport};
 use crate::messages::MessageView;
 use crate::recall::{check_filters, ForgetRequest, RecallBody};
 use crate::turns::{self, CompleteRequest, PrepareRequest, TurnReceipt};
+use cairn_models::grant::Operation;
 
 /// The default and largest page of a listing.
 pub const PAGE_DEFAULT: usize = 100;
@@ -58,7 +59,7 @@ pub fn partition(tenant: &str, user: &str, namespace: &str) -> Result<Partition,
 }
 
 /// Validates a scope and authorizes `action` in its partition.
-fn admit(who: &Principal, scope: &Scope, action: Action) -> Result<(), ServiceError> {
+fn admit(who: &Principal, scope: &Scope, action: Operation) -> Result<(), ServiceError> {
     scope.validate()?;
     authorize(who, &scope.partition(), action)
 }
@@ -72,7 +73,7 @@ impl Engine {
         who: &Principal,
         req: RecallBody,
     ) -> Result<MemoryPack, ServiceError> {
-        admit(who, &req.scope, Action::Read)?;
+        admit(who, &req.scope, Operation::Recall)?;
         check_filters(&req.filters)?;
         Ok(self
             .recaller
@@ -91,7 +92,7 @@ impl Engine {
         who: &Principal,
         req: PrepareRequest,
     ) -> Result<TurnEnvelope, ServiceError> {
-        admit(who, &req.scope, Action::Read)?;
+        admit(who, &req.scope, Operation::Recall)?;
         check_filters(&req.filters)?;
         turns::prepare(self, req).await
     }
@@ -103,7 +104,9 @@ impl Engine {
         turn_id: &str,
         req: CompleteRequest,
     ) -> Result<TurnReceipt, ServiceError> {
-        admit(who, &req.scope, Action::Write)?;
+        let mut req = req;
+        bind_agent(who, &mut req.scope.agent)?;
+        admit(who, &req.scope, Operation::CompleteTurn)?;
         let receipt = turns::complete(self, turn_id, req).await?;
         // Replays write nothing; counting them as two messages only brings an index build
         // slightly forward.
@@ -119,7 +122,9 @@ impl Engine {
         who: &Principal,
         body: DocumentBody,
     ) -> Result<DocumentReport, ServiceError> {
-        admit(who, &body.scope, Action::Write)?;
+        let mut body = body;
+        bind_agent(who, &mut body.scope.agent)?;
+        admit(who, &body.scope, Operation::WriteDocuments)?;
         let (scope, input) = body.into_input()?;
         self.ingest_one(&scope, input).await
     }
@@ -130,7 +135,9 @@ impl Engine {
         who: &Principal,
         upload: FileUpload,
     ) -> Result<DocumentReport, ServiceError> {
-        admit(who, &upload.scope, Action::Write)?;
+        let mut upload = upload;
+        bind_agent(who, &mut upload.scope.agent)?;
+        admit(who, &upload.scope, Operation::WriteDocuments)?;
         let (scope, input) = upload.into_input()?;
         self.ingest_one(&scope, input).await
     }
@@ -165,7 +172,10 @@ impl Engine {
         inputs: Vec<DocumentInput>,
         progress: Arc<dyn Fn(Progress) + Send + Sync>,
     ) -> Result<BatchOutcome, ServiceError> {
-        admit(who, scope, Action::Write)?;
+        let mut scope = scope.clone();
+        bind_agent(who, &mut scope.agent)?;
+        let scope = &scope;
+        admit(who, scope, Operation::WriteDocuments)?;
         let written = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let counting: Arc<dyn Fn(Progress) + Send + Sync> = {
             let written = Arc::clone(&written);
@@ -195,7 +205,7 @@ impl Engine {
         who: &Principal,
         partition: &Partition,
     ) -> Result<Vec<DocumentInfo>, ServiceError> {
-        authorize(who, partition, Action::Read)?;
+        authorize(who, partition, Operation::Read)?;
         Ok(catalog::list_documents(self.store.as_ref(), partition).await?)
     }
 
@@ -206,7 +216,7 @@ impl Engine {
         partition: &Partition,
         id: &str,
     ) -> Result<DocumentInfo, ServiceError> {
-        authorize(who, partition, Action::Read)?;
+        authorize(who, partition, Operation::Read)?;
         catalog::get_document(self.store.as_ref(), partition, id)
             .await?
             .ok_or_else(|| ServiceError::NotFound(format!("no document {id} in this scope")))
@@ -220,7 +230,7 @@ impl Engine {
         id: &str,
         hard: bool,
     ) -> Result<DocumentInfo, ServiceError> {
-        authorize(who, partition, Action::Forget)?;
+        authorize(who, partition, Operation::Forget)?;
         let not_found = || ServiceError::NotFound(format!("no document {id} in this scope"));
         validate_component("doc_id", id).map_err(|_| not_found())?;
         let (mut deleted, _) = forget::forget_document(self, partition, id, hard).await?;
@@ -233,7 +243,7 @@ impl Engine {
         who: &Principal,
         partition: &Partition,
     ) -> Result<catalog::Stats, ServiceError> {
-        authorize(who, partition, Action::Read)?;
+        authorize(who, partition, Operation::Read)?;
         Ok(catalog::stats(self.store.as_ref(), partition).await?)
     }
 
@@ -253,7 +263,10 @@ impl Engine {
         scope: &Scope,
         messages: Vec<KeyedMessage>,
     ) -> Result<Vec<MessageReceipt>, ServiceError> {
-        admit(who, scope, Action::Write)?;
+        let mut scope = scope.clone();
+        bind_agent(who, &mut scope.agent)?;
+        let scope = &scope;
+        admit(who, scope, Operation::WriteMessages)?;
         if messages.is_empty() {
             return Err(ServiceError::InvalidRequest(
                 "send 1 to 1000 messages".into(),
@@ -276,7 +289,10 @@ impl Engine {
         scope: &Scope,
         messages: Vec<MessageInput>,
     ) -> Result<Vec<MessageReceipt>, ServiceError> {
-        admit(who, scope, Action::Write)?;
+        let mut scope = scope.clone();
+        bind_agent(who, &mut scope.agent)?;
+        let scope = &scope;
+        admit(who, scope, Operation::WriteMessages)?;
         let receipts = self.ingestor.record_messages(scope, messages).await?;
         self.note_written(receipts.iter().filter(|r| r.created).count() as u64);
         Ok(receipts)
@@ -289,7 +305,7 @@ impl Engine {
         partition: &Partition,
         id: &str,
     ) -> Result<Vec<MessageView>, ServiceError> {
-        authorize(who, partition, Action::Read)?;
+        authorize(who, partition, Operation::Read)?;
         let filter = Filter::new()
             .eq("kind", PointKind::Message.as_str())
             .eq("conversation_id", id);
@@ -317,7 +333,7 @@ impl Engine {
         reference: &str,
         hard: bool,
     ) -> Result<ForgetReport, ServiceError> {
-        authorize(who, partition, Action::Forget)?;
+        authorize(who, partition, Operation::Forget)?;
         let parsed = Ref::parse_input(reference)?;
         if !matches!(parsed, Ref::Msg { .. }) {
             return Err(ServiceError::InvalidRequest(format!(
@@ -335,7 +351,7 @@ impl Engine {
         id: &str,
         hard: bool,
     ) -> Result<ForgetReport, ServiceError> {
-        authorize(who, partition, Action::Forget)?;
+        authorize(who, partition, Operation::Forget)?;
         validate_component("conversation_id", id)?;
         forget::forget(self, partition, &Ref::Conv(id.to_string()), hard).await
     }
@@ -347,7 +363,7 @@ impl Engine {
         who: &Principal,
         req: ForgetRequest,
     ) -> Result<ForgetReport, ServiceError> {
-        admit(who, &req.scope, Action::Forget)?;
+        admit(who, &req.scope, Operation::Forget)?;
         let reference = Ref::parse_input(&req.reference)?;
         forget::forget(self, &req.scope.partition(), &reference, req.hard).await
     }
@@ -360,7 +376,9 @@ impl Engine {
         who: &Principal,
         req: EventRequest,
     ) -> Result<EventReceipt, ServiceError> {
-        admit(who, &req.scope, Action::Propose)?;
+        let mut req = req;
+        bind_agent(who, &mut req.source_agent)?;
+        admit(who, &req.scope, Operation::Propose)?;
         limits::check_metadata("metadata", req.metadata.as_ref())?;
         events::post_event(self, req).await
     }
@@ -372,7 +390,7 @@ impl Engine {
         partition: &Partition,
         id: &str,
     ) -> Result<EventView, ServiceError> {
-        authorize(who, partition, Action::Read)?;
+        authorize(who, partition, Operation::Read)?;
         validate_component("event_id", id)?;
         events::get_event(self, partition, id).await
     }
@@ -383,7 +401,9 @@ impl Engine {
         who: &Principal,
         req: CandidateRequest,
     ) -> Result<ProposeResponse, ServiceError> {
-        admit(who, &req.scope, Action::Propose)?;
+        let mut req = req;
+        bind_agent(who, &mut req.source_agent)?;
+        admit(who, &req.scope, Operation::Propose)?;
         limits::check_metadata("metadata", req.metadata.as_ref())?;
         limits::check_count(
             "evidence_refs",
@@ -400,7 +420,7 @@ impl Engine {
         partition: &Partition,
         status: Option<CandidateStatus>,
     ) -> Result<Vec<CandidateView>, ServiceError> {
-        authorize(who, partition, Action::Read)?;
+        authorize(who, partition, Operation::Read)?;
         candidates::list(self, partition, status).await
     }
 
@@ -411,7 +431,7 @@ impl Engine {
         partition: &Partition,
         id: &str,
     ) -> Result<CandidateView, ServiceError> {
-        authorize(who, partition, Action::Read)?;
+        authorize(who, partition, Operation::Read)?;
         candidates::get(self, partition, id).await
     }
 
@@ -423,7 +443,7 @@ impl Engine {
         req: DecisionRequest,
         approve: bool,
     ) -> Result<CandidateView, ServiceError> {
-        admit(who, &req.scope, Action::Decide)?;
+        admit(who, &req.scope, Operation::DecideCandidates)?;
         candidates::decide(self, &req.scope, id, approve, req.note).await
     }
 }

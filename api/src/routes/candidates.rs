@@ -66,7 +66,7 @@ async fn post_event(
     headers: HeaderMap,
     Json(body): Json<EventRequest>,
 ) -> Result<Json<EventReceipt>, ApiError> {
-    let who = who(&state, &headers)?;
+    let who = who(&state, &headers).await?;
     detached(async move {
         let receipt = state.engine.post_event(&who, body).await?;
         if receipt.created {
@@ -93,7 +93,7 @@ async fn get_event(
 ) -> Result<Json<EventView>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &headers)?;
+    let who = who(&state, &headers).await?;
     Ok(Json(state.engine.get_event(&who, &partition, &id).await?))
 }
 
@@ -110,7 +110,7 @@ async fn propose(
     headers: HeaderMap,
     Json(body): Json<CandidateRequest>,
 ) -> Result<Json<ProposeResponse>, ApiError> {
-    let who = who(&state, &headers)?;
+    let who = who(&state, &headers).await?;
     detached(async move {
         let response = state.engine.propose(&who, body).await?;
         if response.created {
@@ -131,7 +131,7 @@ async fn list_candidates(
 ) -> Result<Json<CandidateList>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
-    let who = who(&state, &headers)?;
+    let who = who(&state, &headers).await?;
     let all = state
         .engine
         .list_candidates(&who, &partition, q.status)
@@ -159,7 +159,7 @@ async fn get_candidate(
 ) -> Result<Json<CandidateView>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &headers)?;
+    let who = who(&state, &headers).await?;
     Ok(Json(
         state.engine.get_candidate(&who, &partition, &id).await?,
     ))
@@ -172,7 +172,7 @@ async fn decide(
     body: DecisionRequest,
     approve: bool,
 ) -> Result<Json<CandidateView>, ApiError> {
-    let who = who(&state, &headers)?;
+    let who = who(&state, &headers).await?;
     detached(async move {
         let view = state.engine.decide(&who, &id, body, approve).await?;
         state.metrics.add(

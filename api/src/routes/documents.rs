@@ -50,7 +50,7 @@ async fn post_document(
     headers: HeaderMap,
     Json(body): Json<DocumentBody>,
 ) -> Result<Json<DocumentReport>, ApiError> {
-    let who = who(&state, &headers)?;
+    let who = who(&state, &headers).await?;
     detached(async move {
         let report = state.engine.ingest_text(&who, body).await?;
         count_ingest(&state, &report);
@@ -129,7 +129,7 @@ async fn upload_document(
         source,
         bytes,
     };
-    let who = who(&state, &headers)?;
+    let who = who(&state, &headers).await?;
     detached(async move {
         let report = state.engine.ingest_file(&who, upload).await?;
         count_ingest(&state, &report);
@@ -150,7 +150,7 @@ async fn list_documents(
     let partition = q.partition()?;
     let all = state
         .engine
-        .list_documents(&who(&state, &headers)?, &partition)
+        .list_documents(&who(&state, &headers).await?, &partition)
         .await?;
     let total = all.len();
     Ok(Json(DocumentList {
@@ -175,7 +175,7 @@ async fn get_document(
 ) -> Result<Json<DocumentInfo>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &headers)?;
+    let who = who(&state, &headers).await?;
     Ok(Json(
         state.engine.get_document(&who, &partition, &id).await?,
     ))
@@ -198,7 +198,7 @@ async fn delete_document(
 ) -> Result<Json<DocumentInfo>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &headers)?;
+    let who = who(&state, &headers).await?;
     detached(async move {
         let deleted = state
             .engine

@@ -29,7 +29,7 @@ async fn forget_handler(
     headers: HeaderMap,
     Json(body): Json<ForgetRequest>,
 ) -> Result<Json<ForgetReport>, ApiError> {
-    let who = who(&state, &headers)?;
+    let who = who(&state, &headers).await?;
     detached(async move {
         let report = state.engine.forget(&who, body).await?;
         state.metrics.add("forgets", 1);

@@ -37,7 +37,7 @@ async fn post_messages(
     headers: HeaderMap,
     Json(body): Json<MessagesBody>,
 ) -> Result<Json<MessagesResponse>, ApiError> {
-    let who = who(&state, &headers)?;
+    let who = who(&state, &headers).await?;
     let messages: Vec<KeyedMessage> = body.messages.into_iter().map(Into::into).collect();
     detached(async move {
         let receipts = state
@@ -67,7 +67,7 @@ async fn list_conversation(
 ) -> Result<Json<ConversationPage>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &headers)?;
+    let who = who(&state, &headers).await?;
     let all = state.engine.conversation(&who, &partition, &id).await?;
     let total = all.len();
     Ok(Json(ConversationPage {
@@ -95,7 +95,7 @@ async fn delete_message(
 ) -> Result<Json<ForgetReport>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &headers)?;
+    let who = who(&state, &headers).await?;
     detached(async move {
         let report = state
             .engine
@@ -123,7 +123,7 @@ async fn delete_conversation(
 ) -> Result<Json<ForgetReport>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &headers)?;
+    let who = who(&state, &headers).await?;
     detached(async move {
         let report = state
             .engine

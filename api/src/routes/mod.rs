@@ -7,6 +7,7 @@
 mod candidates;
 mod documents;
 mod forget;
+mod grants;
 mod health;
 mod messages;
 mod recall;
@@ -52,6 +53,7 @@ use crate::SharedState;
         (name = "messages", description = "Conversation messages"),
         (name = "candidates", description = "Third-party events and candidate memories"),
         (name = "forget", description = "Deleting evidence and what derives from it"),
+        (name = "grants", description = "Agent identities and their capability grants"),
     )
 )]
 struct ApiDoc;
@@ -84,7 +86,8 @@ pub(crate) fn api() -> OpenApiRouter<SharedState> {
                 .merge(documents::router())
                 .merge(messages::router())
                 .merge(candidates::router())
-                .merge(forget::router()),
+                .merge(forget::router())
+                .merge(grants::router()),
         )
 }
 
@@ -114,7 +117,7 @@ impl utoipa::IntoResponses for CommonErrors {
             ("401", "`unauthorized`: missing or unknown API key"),
             (
                 "403",
-                "`scope_forbidden`: the key may not access that tenant/user; `forbidden`: a proposer key; `forbidden_origin`: no API keys and a non-loopback Host or Origin",
+                "`scope_forbidden`: the key may not access that tenant/user; `forbidden`: a proposer key, or an agent naming another agent; `capability_denied`: the agent's grant does not allow it, or is suspended or revoked; `forbidden_origin`: no API keys and a non-loopback Host or Origin",
             ),
             ("405", "`method_not_allowed`: the route does not take this method"),
             (
@@ -185,9 +188,10 @@ fn default_ns() -> String {
     "default".into()
 }
 
-/// The principal of a request (its API key, or the local operator in key-less mode).
-fn who(state: &SharedState, headers: &HeaderMap) -> Result<Principal, ApiError> {
-    crate::auth::principal(&state.auth, headers)
+/// The principal of a request: an agent (its own key, checked against its stored grant),
+/// an API key's holder, or the local operator in key-less mode.
+async fn who(state: &SharedState, headers: &HeaderMap) -> Result<Principal, ApiError> {
+    crate::auth::principal(state, headers).await
 }
 
 impl ScopeQuery {

@@ -30,7 +30,10 @@ async fn recall_handler(
     headers: HeaderMap,
     Json(body): Json<RecallBody>,
 ) -> Result<Json<MemoryPack>, ApiError> {
-    let pack = state.engine.recall(&who(&state, &headers)?, body).await?;
+    let pack = state
+        .engine
+        .recall(&who(&state, &headers).await?, body)
+        .await?;
     state.metrics.add("recalls", 1);
     Ok(Json(pack))
 }
@@ -46,7 +49,7 @@ async fn prepare_handler(
 ) -> Result<Json<TurnEnvelope>, ApiError> {
     let envelope = state
         .engine
-        .prepare_turn(&who(&state, &headers)?, body)
+        .prepare_turn(&who(&state, &headers).await?, body)
         .await?;
     state.metrics.add("recalls", 1);
     Ok(Json(envelope))
@@ -67,7 +70,7 @@ async fn complete_handler(
     Path(turn_id): Path<String>,
     Json(body): Json<CompleteRequest>,
 ) -> Result<Json<TurnReceipt>, ApiError> {
-    let who = who(&state, &headers)?;
+    let who = who(&state, &headers).await?;
     // Detached: a completion cut by the timeout between its two messages and its receipt
     // would be repaired by a retry, but only if the client retries; run it to its end.
     detached(async move {
