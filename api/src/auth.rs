@@ -3,6 +3,7 @@
 
 use axum::http::HeaderMap;
 use cairn_service::auth::{Auth, Principal};
+use cairn_service::grants::SignatureProof;
 
 use crate::error::ApiError;
 
@@ -14,13 +15,54 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
         .and_then(|v| v.strip_prefix("Bearer "))
 }
 
-/// The principal of a request: an agent key is checked against its stored grant, any other
-/// bearer against the configured API keys (`Engine::principal`).
+/// The principal of a request: an agent key is checked against its stored grant (and, when
+/// the grant pins a key, against the request's verified signature), any other bearer against
+/// the configured API keys (`Engine::principal`).
 pub async fn principal(
     state: &crate::SharedState,
     headers: &HeaderMap,
+    extensions: &axum::http::Extensions,
 ) -> Result<Principal, ApiError> {
-    Ok(state.engine.principal(&state.auth, bearer(headers)).await?)
+    Ok(state
+        .engine
+        .principal(
+            &state.auth,
+            bearer(headers),
+            extensions.get::<SignatureProof>(),
+        )
+        .await?)
+}
+
+/// Who sent a request: its bearer token and, for a signed request, the proof the signature
+/// middleware attached. Extracted by every handler that calls an operation.
+#[derive(Debug, Clone, Default)]
+pub struct Caller {
+    headers: HeaderMap,
+    extensions: axum::http::Extensions,
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        let mut extensions = axum::http::Extensions::new();
+        if let Some(proof) = parts.extensions.get::<SignatureProof>() {
+            extensions.insert(proof.clone());
+        }
+        Ok(Caller {
+            headers: parts.headers.clone(),
+            extensions,
+        })
+    }
+}
+
+impl Caller {
+    pub async fn principal(&self, state: &crate::SharedState) -> Result<Principal, ApiError> {
+        principal(state, &self.headers, &self.extensions).await
+    }
 }
 
 /// Without keys, the only protection is that the server listens on loopback. A browser

@@ -13,6 +13,7 @@ pub mod json;
 pub mod mcp;
 pub mod metrics;
 mod routes;
+mod signature;
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -116,6 +117,10 @@ fn compose(state: SharedState, mcp_shutdown: tokio_util::sync::CancellationToken
             ))
         })
         .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            signature::verify,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             guard,

@@ -95,7 +95,11 @@ impl CairnMcp {
             .extensions
             .get::<Parts>()
             .and_then(|p| crate::auth::bearer(&p.headers));
-        self.engine.principal(&state.auth, bearer).await
+        let proof = ctx
+            .extensions
+            .get::<Parts>()
+            .and_then(|p| p.extensions.get::<cairn_service::grants::SignatureProof>());
+        self.engine.principal(&state.auth, bearer, proof).await
     }
 
     fn count(&self, name: &'static str, n: u64) {
@@ -913,7 +917,7 @@ pub(crate) fn router(state: &SharedState, shutdown: CancellationToken) -> Router
 /// needs a known key: `401 unauthorized` before the protocol runs, as on every other route.
 /// What the key may reach is decided per tool call by the service.
 async fn authenticate(State(state): State<SharedState>, req: Request, next: Next) -> Response {
-    if let Err(e) = crate::auth::principal(&state, req.headers()).await {
+    if let Err(e) = crate::auth::principal(&state, req.headers(), req.extensions()).await {
         return e.into_response();
     }
     next.run(req).await

@@ -434,9 +434,18 @@ async fn mcp_tools_follow_the_grant() {
             false,
         ),
     ];
-    for status in ["active", "suspended"] {
-        if status == "suspended" {
-            assert_eq!(set_status(&app, "scout", "suspend").await.0, StatusCode::OK);
+    for status in ["active", "suspended", "active", "revoked"] {
+        let change = match status {
+            "suspended" => Some("suspend"),
+            "revoked" => Some("revoke"),
+            _ => None,
+        };
+        if let Some(change) = change {
+            assert_eq!(set_status(&app, "scout", change).await.0, StatusCode::OK);
+        } else if status == "active"
+            && set_status(&app, "scout", "restore").await.0 != StatusCode::OK
+        {
+            panic!("restore failed");
         }
         for (name, args, granted) in &calls {
             let r = tool(&client, name, args.clone()).await;
@@ -449,4 +458,131 @@ async fn mcp_tools_follow_the_grant() {
         }
     }
     client.cancel().await.unwrap();
+}
+
+// ---------- signed requests (RFC 9421) for grants that pin a key ----------
+
+use axum::body::Body;
+use axum::http::Request;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::Engine as _;
+use ed25519_dalek::Signer;
+use sha2::Digest;
+
+struct Signed<'a> {
+    key: &'a str,
+    signing: &'a ed25519_dalek::SigningKey,
+    keyid: &'a str,
+    nonce: &'a str,
+    created: i64,
+}
+
+/// A `POST /v1/recall` signed as RFC 9421 describes, with `body` as the signed body and
+/// `sent` as the body actually sent (they differ to tamper).
+fn signed_recall(s: &Signed, body: &str, sent: &str) -> Request<Body> {
+    let digest = format!("sha-256=:{}:", STANDARD.encode(sha2::Sha256::digest(body)));
+    let params = format!(
+        r#"("@method" "@authority" "@path" "content-digest");created={};nonce="{}";keyid="{}";alg="ed25519""#,
+        s.created, s.nonce, s.keyid
+    );
+    let base = format!(
+        "\"@method\": POST\n\"@authority\": localhost:7878\n\"@path\": /v1/recall\n\"content-digest\": {digest}\n\"@signature-params\": {params}"
+    );
+    let signature = STANDARD.encode(s.signing.sign(base.as_bytes()).to_bytes());
+    Request::builder()
+        .method("POST")
+        .uri("/v1/recall")
+        .header("host", "localhost:7878")
+        .header("content-type", "application/json")
+        .header("authorization", format!("Bearer {}", s.key))
+        .header("content-digest", digest)
+        .header("signature-input", format!("sig1={params}"))
+        .header("signature", format!("sig1=:{signature}:"))
+        .body(Body::from(sent.to_string()))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_pinned_key_needs_a_fresh_valid_signature() {
+    let app = test_app(owner_auth(), 1 << 20);
+    let signing = ed25519_dalek::SigningKey::from_bytes(&[7u8; 32]);
+    let x = URL_SAFE_NO_PAD.encode(signing.verifying_key().to_bytes());
+    let (s, v) = call(
+        &app,
+        "POST",
+        "/v1/grants",
+        Some(
+            json!({"tenant": "acme", "user": "alice", "agent": "signer", "operations": ["recall"],
+            "public_key": {"kty": "OKP", "crv": "Ed25519", "x": x}}),
+        ),
+        Some(OWNER),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let key = v["key"].as_str().unwrap().to_string();
+    let keyid = v["grant"]["key_thumbprint"].as_str().unwrap().to_string();
+    assert_eq!(keyid, cairn_service::grants::jwk_thumbprint(&x));
+    let body = json!({"scope": scope("signer"), "query": "espresso"}).to_string();
+    let now = chrono::Utc::now().timestamp();
+    let good = Signed {
+        key: &key,
+        signing: &signing,
+        keyid: &keyid,
+        nonce: "n-1",
+        created: now,
+    };
+
+    // The bearer alone is not enough.
+    let (s, _) = call(
+        &app,
+        "POST",
+        "/v1/recall",
+        Some(json!({"scope": scope("signer"), "query": "x"})),
+        Some(&key),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    // Signed: admitted, once.
+    let (s, v) = common::raw(&app, signed_recall(&good, &body, &body)).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, _) = common::raw(&app, signed_recall(&good, &body, &body)).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "a replayed nonce is refused");
+    // A tampered body no longer matches its digest.
+    let tampered = json!({"scope": scope("signer"), "query": "something else"}).to_string();
+    let fresh = Signed {
+        nonce: "n-2",
+        ..good
+    };
+    let (s, _) = common::raw(&app, signed_recall(&fresh, &body, &tampered)).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    // Another key, a stale signature, a wrong keyid: refused.
+    let other = ed25519_dalek::SigningKey::from_bytes(&[8u8; 32]);
+    let forged = Signed {
+        signing: &other,
+        nonce: "n-3",
+        ..fresh
+    };
+    let (s, _) = common::raw(&app, signed_recall(&forged, &body, &body)).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let stale = Signed {
+        nonce: "n-4",
+        created: now - 3600,
+        ..fresh
+    };
+    let (s, _) = common::raw(&app, signed_recall(&stale, &body, &body)).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let wrong_id = Signed {
+        nonce: "n-5",
+        keyid: "not-the-thumbprint",
+        ..fresh
+    };
+    let (s, _) = common::raw(&app, signed_recall(&wrong_id, &body, &body)).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    // The refusals burned no nonce: a correct request with a new nonce still passes.
+    let again = Signed {
+        nonce: "n-6",
+        ..fresh
+    };
+    let (s, v) = common::raw(&app, signed_recall(&again, &body, &body)).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
 }

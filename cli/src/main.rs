@@ -244,6 +244,10 @@ enum GrantsCommand {
         preset: Option<String>,
         #[arg(long)]
         note: Option<String>,
+        /// Pin the agent's Ed25519 public key (the JWK `x`, base64url): its requests must
+        /// then be signed (HTTP Message Signatures).
+        #[arg(long)]
+        ed25519_x: Option<String>,
     },
     /// List the grants.
     List,
@@ -287,6 +291,7 @@ async fn grants(engine: &Engine, scope: &Scope, action: GrantsCommand) -> Result
             ops,
             preset,
             note,
+            ed25519_x,
         } => {
             let operations = ops
                 .iter()
@@ -306,6 +311,11 @@ async fn grants(engine: &Engine, scope: &Scope, action: GrantsCommand) -> Result
                         operations,
                         preset,
                         note,
+                        public_key: ed25519_x.map(|x| cairn_service::grants::PublicJwk {
+                            kty: "OKP".into(),
+                            crv: "Ed25519".into(),
+                            x,
+                        }),
                     },
                 )
                 .await?;

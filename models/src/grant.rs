@@ -4,7 +4,9 @@
 //! [`GrantStatus`] with its history (who changed it, when), and the sha256 of the agent's own
 //! key. Agents authenticate with that key (`Authorization: Bearer cak:<tenant>:<user>:<agent>:<secret>`);
 //! the service reads the grant on every call, so a suspension or revocation applies to the
-//! very next request, retries included.
+//! very next request, retries included. A grant may also pin an Ed25519 key (RFC 7638
+//! thumbprint): then the agent's requests must be signed (RFC 9421), the bearer alone is
+//! not enough.
 
 use serde::{Deserialize, Serialize};
 
@@ -137,6 +139,13 @@ pub struct GrantState {
     /// sha256 (hex) of the agent's key; the key itself is shown once, when issued.
     pub key_hash: String,
     pub history: Vec<GrantChange>,
+    /// The agent's Ed25519 public key (the JWK `x`, base64url), when the grant pins one:
+    /// then every request of the agent must be signed with it (HTTP Message Signatures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_key: Option<String>,
+    /// The RFC 7638 JWK thumbprint of `public_key`: the `keyid` its signatures name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_thumbprint: Option<String>,
 }
 
 impl GrantState {

@@ -39,6 +39,8 @@ pub struct Engine {
     /// What `prepare` selected per (scope, turn id), for `complete`'s REFERS_TO links. Kept in
     /// memory only (prepare persists nothing) and bounded.
     pub(crate) prepared: Mutex<PreparedTurns>,
+    /// Nonces of agents' signed requests within the signature window (replay protection).
+    pub(crate) nonces: Mutex<crate::grants::NonceCache>,
     /// Chunks written since the vector index was last built (see [`Engine::note_written`]).
     written_since_optimize: AtomicU64,
     /// Set while a background index build runs, so at most one runs at a time.
@@ -197,6 +199,7 @@ impl Engine {
             turn_lock: Mutex::new(()),
             review_lock: Mutex::new(()),
             prepared: Mutex::new(PreparedTurns::default()),
+            nonces: Mutex::new(Default::default()),
             written_since_optimize: AtomicU64::new(0),
             optimizing: AtomicBool::new(false),
         })

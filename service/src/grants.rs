@@ -9,6 +9,8 @@
 //! the next request, in-flight retries included. Only the owner (a full key, or the local
 //! operator) manages grants; an agent never can.
 
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
 use cairn_models::grant::{AgentKey, GrantChange, GrantPreset, GrantState, GrantStatus, Operation};
 use cairn_models::ids::{grant_record_id, sha256_hex};
 use cairn_models::scope::validate_component;
@@ -25,6 +27,86 @@ use crate::error::ServiceError;
 /// The namespace of a user's grant records (a namespace like any other for storage; grant
 /// records are never searchable).
 pub const GRANTS_NAMESPACE: &str = "_grants";
+
+/// An Ed25519 public key as a JWK (RFC 8037): `{"kty": "OKP", "crv": "Ed25519", "x": ...}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PublicJwk {
+    pub kty: String,
+    pub crv: String,
+    /// The 32-byte public key, base64url without padding.
+    pub x: String,
+}
+
+impl PublicJwk {
+    /// Validates the key and returns (x, RFC 7638 thumbprint).
+    fn pin(&self) -> Result<(String, String), ServiceError> {
+        if self.kty != "OKP" || self.crv != "Ed25519" {
+            return Err(ServiceError::InvalidRequest(
+                "public_key must be an Ed25519 JWK (kty OKP, crv Ed25519)".into(),
+            ));
+        }
+        verifying_key(&self.x).map_err(|_| {
+            ServiceError::InvalidRequest("public_key.x is not an Ed25519 public key".into())
+        })?;
+        Ok((self.x.clone(), jwk_thumbprint(&self.x)))
+    }
+}
+
+/// RFC 7638 thumbprint of an Ed25519 JWK: base64url(sha256) of its required members in
+/// lexicographic order, without whitespace.
+pub fn jwk_thumbprint(x: &str) -> String {
+    use sha2::Digest;
+    let canonical = format!(r#"{{"crv":"Ed25519","kty":"OKP","x":"{x}"}}"#);
+    URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(canonical.as_bytes()))
+}
+
+fn verifying_key(x: &str) -> Result<ed25519_dalek::VerifyingKey, ()> {
+    let bytes: [u8; 32] = URL_SAFE_NO_PAD
+        .decode(x)
+        .map_err(|_| ())?
+        .try_into()
+        .map_err(|_| ())?;
+    ed25519_dalek::VerifyingKey::from_bytes(&bytes).map_err(|_| ())
+}
+
+/// A request signature as a door verified its framing (RFC 9421): the signature base it
+/// built from the request, the signature, and the parameters the policy checks. The door
+/// has checked that the covered components include the method, target, authority and the
+/// body's digest, and that the digest matches the body.
+#[derive(Debug, Clone)]
+pub struct SignatureProof {
+    pub keyid: String,
+    pub alg: String,
+    /// Unix seconds.
+    pub created: i64,
+    pub nonce: String,
+    /// The signature base (RFC 9421 §2.5).
+    pub base: Vec<u8>,
+    pub signature: Vec<u8>,
+}
+
+/// How far a signature's `created` may be from now, in seconds.
+pub const SIGNATURE_MAX_SKEW_SECS: i64 = 300;
+
+/// Nonces seen within the signature window, so a captured request cannot be replayed.
+#[derive(Debug, Default)]
+pub(crate) struct NonceCache {
+    seen: std::collections::HashMap<(String, String), i64>,
+}
+
+impl NonceCache {
+    /// Records (keyid, nonce); false when it was already seen.
+    fn admit(&mut self, keyid: &str, nonce: &str, now: i64) -> bool {
+        if self.seen.len() > 100_000 {
+            self.seen
+                .retain(|_, at| now - *at <= 2 * SIGNATURE_MAX_SKEW_SECS);
+        }
+        self.seen
+            .insert((keyid.to_string(), nonce.to_string()), now)
+            .is_none()
+    }
+}
 
 /// `POST /v1/grants` body.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -44,6 +126,10 @@ pub struct GrantRequest {
     /// Why (at most 1 KiB); kept in the history.
     #[serde(default)]
     pub note: Option<String>,
+    /// Pins the agent's Ed25519 key: every request of the agent must then carry an HTTP
+    /// Message Signature (RFC 9421) made with it, `keyid` its JWK thumbprint (RFC 7638).
+    #[serde(default)]
+    pub public_key: Option<PublicJwk>,
 }
 
 /// `POST /v1/grants/{agent}/suspend|revoke|restore` body.
@@ -76,6 +162,8 @@ pub struct GrantView {
     pub status: GrantStatus,
     #[schema(value_type = Vec<cairn_models::grant::GrantChange>)]
     pub history: Vec<GrantChange>,
+    /// The RFC 7638 thumbprint of the pinned Ed25519 key: requests must be signed with it.
+    pub key_thumbprint: Option<String>,
 }
 
 /// A newly issued grant and the agent's key (shown only here).
@@ -108,6 +196,7 @@ fn view(p: &Partition, state: &GrantState) -> GrantView {
         operations: state.operations.clone(),
         status: state.status,
         history: state.history.clone(),
+        key_thumbprint: state.key_thumbprint.clone(),
     }
 }
 
@@ -123,10 +212,14 @@ fn secret() -> String {
 impl Engine {
     /// Who presents `bearer`: an agent (an agent key, checked against its stored grant),
     /// an API key's holder, or the local operator (no keys configured, no bearer).
+    /// A grant that pins a key also needs `proof`, a signature made with that key: the
+    /// bearer alone is refused (`unauthorized`), as are a signature by another key, one whose
+    /// `created` is more than [`SIGNATURE_MAX_SKEW_SECS`] away, and a replayed nonce.
     pub async fn principal(
         &self,
         auth: &Auth,
         bearer: Option<&str>,
+        proof: Option<&SignatureProof>,
     ) -> Result<Principal, ServiceError> {
         let Some(key) = bearer
             .map(str::trim)
@@ -144,6 +237,29 @@ impl Engine {
             .ok_or(ServiceError::Unauthorized)?;
         if state.key_hash != sha256_hex(key.as_bytes()) {
             return Err(ServiceError::Unauthorized);
+        }
+        if let (Some(x), Some(thumbprint)) = (&state.public_key, &state.key_thumbprint) {
+            let proof = proof.ok_or(ServiceError::Unauthorized)?;
+            let now = chrono::Utc::now().timestamp();
+            let key = verifying_key(x).map_err(|_| ServiceError::Unauthorized)?;
+            let signature = ed25519_dalek::Signature::from_slice(&proof.signature)
+                .map_err(|_| ServiceError::Unauthorized)?;
+            if proof.keyid != *thumbprint
+                || proof.alg != "ed25519"
+                || (now - proof.created).abs() > SIGNATURE_MAX_SKEW_SECS
+                || key.verify_strict(&proof.base, &signature).is_err()
+            {
+                return Err(ServiceError::Unauthorized);
+            }
+            // Last, so a forged request cannot burn a legitimate nonce.
+            if !self
+                .nonces
+                .lock()
+                .await
+                .admit(&proof.keyid, &proof.nonce, now)
+            {
+                return Err(ServiceError::Unauthorized);
+            }
         }
         Ok(Principal::Agent {
             tenant: partition.tenant,
@@ -223,6 +339,7 @@ impl Engine {
         }
         operations.sort();
         operations.dedup();
+        let pinned = req.public_key.as_ref().map(PublicJwk::pin).transpose()?;
         let key = format!(
             "{}{}:{}:{}:{}",
             AgentKey::PREFIX,
@@ -249,6 +366,8 @@ impl Engine {
             status: GrantStatus::Active,
             key_hash: sha256_hex(key.as_bytes()),
             history,
+            public_key: pinned.as_ref().map(|(x, _)| x.clone()),
+            key_thumbprint: pinned.map(|(_, t)| t),
         };
         self.save_grant(&partition, &state).await?;
         Ok(IssuedGrant {

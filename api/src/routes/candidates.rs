@@ -1,7 +1,6 @@
 //! Third-party events and candidate memories.
 
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
 use cairn_service::candidates::{
     CandidateRequest, CandidateStatus, CandidateView, DecisionRequest, ProposeResponse,
 };
@@ -13,6 +12,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{detached, query_error, who, CommonErrors, QueryResult, ScopeQuery};
+use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::json::Json;
 use crate::SharedState;
@@ -63,10 +63,10 @@ pub struct CandidateList {
     responses((status = 200, description = "The event's id and ref", body = EventReceipt), CommonErrors))]
 async fn post_event(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     Json(body): Json<EventRequest>,
 ) -> Result<Json<EventReceipt>, ApiError> {
-    let who = who(&state, &headers).await?;
+    let who = who(&state, &caller).await?;
     detached(async move {
         let receipt = state.engine.post_event(&who, body).await?;
         if receipt.created {
@@ -87,13 +87,13 @@ async fn post_event(
     ))]
 async fn get_event(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     Path(id): Path<String>,
     query: QueryResult<ScopeQuery>,
 ) -> Result<Json<EventView>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &headers).await?;
+    let who = who(&state, &caller).await?;
     Ok(Json(state.engine.get_event(&who, &partition, &id).await?))
 }
 
@@ -107,10 +107,10 @@ async fn get_event(
     ))]
 async fn propose(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     Json(body): Json<CandidateRequest>,
 ) -> Result<Json<ProposeResponse>, ApiError> {
-    let who = who(&state, &headers).await?;
+    let who = who(&state, &caller).await?;
     detached(async move {
         let response = state.engine.propose(&who, body).await?;
         if response.created {
@@ -126,12 +126,12 @@ async fn propose(
     responses((status = 200, description = "One page of candidates", body = CandidateList), CommonErrors))]
 async fn list_candidates(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     query: QueryResult<CandidateQuery>,
 ) -> Result<Json<CandidateList>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
-    let who = who(&state, &headers).await?;
+    let who = who(&state, &caller).await?;
     let all = state
         .engine
         .list_candidates(&who, &partition, q.status)
@@ -153,13 +153,13 @@ async fn list_candidates(
     ))]
 async fn get_candidate(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     Path(id): Path<String>,
     query: QueryResult<ScopeQuery>,
 ) -> Result<Json<CandidateView>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &headers).await?;
+    let who = who(&state, &caller).await?;
     Ok(Json(
         state.engine.get_candidate(&who, &partition, &id).await?,
     ))
@@ -167,12 +167,12 @@ async fn get_candidate(
 
 async fn decide(
     state: SharedState,
-    headers: HeaderMap,
+    caller: Caller,
     id: String,
     body: DecisionRequest,
     approve: bool,
 ) -> Result<Json<CandidateView>, ApiError> {
-    let who = who(&state, &headers).await?;
+    let who = who(&state, &caller).await?;
     detached(async move {
         let view = state.engine.decide(&who, &id, body, approve).await?;
         state.metrics.add(
@@ -201,11 +201,11 @@ async fn decide(
     ))]
 async fn approve(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     Path(id): Path<String>,
     Json(body): Json<DecisionRequest>,
 ) -> Result<Json<CandidateView>, ApiError> {
-    decide(state, headers, id, body, true).await
+    decide(state, caller, id, body, true).await
 }
 
 /// Reject a candidate: it is never recalled. Idempotent; an approved or invalidated
@@ -220,9 +220,9 @@ async fn approve(
     ))]
 async fn reject(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     Path(id): Path<String>,
     Json(body): Json<DecisionRequest>,
 ) -> Result<Json<CandidateView>, ApiError> {
-    decide(state, headers, id, body, false).await
+    decide(state, caller, id, body, false).await
 }

@@ -1,7 +1,6 @@
 //! Documents: ingest (JSON text or multipart upload), list, get, delete.
 
 use axum::extract::{Multipart, Path, State};
-use axum::http::HeaderMap;
 use cairn_ingest::DocumentReport;
 use cairn_models::{DocumentInfo, Scope};
 use cairn_service::documents::{DocumentBody, DocumentList, FileUpload};
@@ -10,6 +9,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{detached, query_error, who, CommonErrors, DeleteQuery, QueryResult, ScopeQuery};
+use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::json::Json;
 use crate::SharedState;
@@ -47,10 +47,10 @@ pub struct UploadForm {
     ))]
 async fn post_document(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     Json(body): Json<DocumentBody>,
 ) -> Result<Json<DocumentReport>, ApiError> {
-    let who = who(&state, &headers).await?;
+    let who = who(&state, &caller).await?;
     detached(async move {
         let report = state.engine.ingest_text(&who, body).await?;
         count_ingest(&state, &report);
@@ -77,7 +77,7 @@ fn count_ingest(state: &SharedState, report: &DocumentReport) {
     ))]
 async fn upload_document(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     mut multipart: Multipart,
 ) -> Result<Json<DocumentReport>, ApiError> {
     let mut scope = Scope::default();
@@ -129,7 +129,7 @@ async fn upload_document(
         source,
         bytes,
     };
-    let who = who(&state, &headers).await?;
+    let who = who(&state, &caller).await?;
     detached(async move {
         let report = state.engine.ingest_file(&who, upload).await?;
         count_ingest(&state, &report);
@@ -143,14 +143,14 @@ async fn upload_document(
     responses((status = 200, description = "One page of documents", body = DocumentList), CommonErrors))]
 async fn list_documents(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     query: QueryResult<ScopeQuery>,
 ) -> Result<Json<DocumentList>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
     let all = state
         .engine
-        .list_documents(&who(&state, &headers).await?, &partition)
+        .list_documents(&who(&state, &caller).await?, &partition)
         .await?;
     let total = all.len();
     Ok(Json(DocumentList {
@@ -169,13 +169,13 @@ async fn list_documents(
     ))]
 async fn get_document(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     Path(id): Path<String>,
     query: QueryResult<ScopeQuery>,
 ) -> Result<Json<DocumentInfo>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &headers).await?;
+    let who = who(&state, &caller).await?;
     Ok(Json(
         state.engine.get_document(&who, &partition, &id).await?,
     ))
@@ -192,13 +192,13 @@ async fn get_document(
     ))]
 async fn delete_document(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     Path(id): Path<String>,
     query: QueryResult<DeleteQuery>,
 ) -> Result<Json<DocumentInfo>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &headers).await?;
+    let who = who(&state, &caller).await?;
     detached(async move {
         let deleted = state
             .engine

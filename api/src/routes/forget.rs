@@ -1,13 +1,13 @@
 //! `POST /v1/forget`.
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use cairn_service::forget::ForgetReport;
 use cairn_service::recall::ForgetRequest;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{detached, who, CommonErrors};
+use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::json::Json;
 use crate::SharedState;
@@ -26,10 +26,10 @@ pub(super) fn router() -> OpenApiRouter<SharedState> {
     ))]
 async fn forget_handler(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     Json(body): Json<ForgetRequest>,
 ) -> Result<Json<ForgetReport>, ApiError> {
-    let who = who(&state, &headers).await?;
+    let who = who(&state, &caller).await?;
     detached(async move {
         let report = state.engine.forget(&who, body).await?;
         state.metrics.add("forgets", 1);

@@ -3,7 +3,6 @@
 //! grants.
 
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
 use cairn_service::grants::{
     GrantChangeRequest, GrantRequest, GrantView, IssuedGrant, StatusChange,
 };
@@ -13,6 +12,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{query_error, who, CommonErrors, QueryResult};
+use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::json::Json;
 use crate::SharedState;
@@ -48,10 +48,10 @@ pub struct GrantList {
     responses((status = 200, description = "The grant and the agent's key", body = IssuedGrant), CommonErrors))]
 async fn issue(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     Json(body): Json<GrantRequest>,
 ) -> Result<Json<IssuedGrant>, ApiError> {
-    let who = who(&state, &headers).await?;
+    let who = who(&state, &caller).await?;
     Ok(Json(state.engine.issue_grant(&who, body).await?))
 }
 
@@ -60,11 +60,11 @@ async fn issue(
     responses((status = 200, description = "The grants, by agent", body = GrantList), CommonErrors))]
 async fn list(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     query: QueryResult<GrantsQuery>,
 ) -> Result<Json<GrantList>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
-    let who = who(&state, &headers).await?;
+    let who = who(&state, &caller).await?;
     let grants = state.engine.list_grants(&who, &q.tenant, &q.user).await?;
     Ok(Json(GrantList { grants }))
 }
@@ -79,12 +79,12 @@ async fn list(
     ))]
 async fn get_grant(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     Path(agent): Path<String>,
     query: QueryResult<GrantsQuery>,
 ) -> Result<Json<GrantView>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
-    let who = who(&state, &headers).await?;
+    let who = who(&state, &caller).await?;
     Ok(Json(
         state
             .engine
@@ -95,12 +95,12 @@ async fn get_grant(
 
 async fn change(
     state: SharedState,
-    headers: HeaderMap,
+    caller: Caller,
     agent: String,
     body: GrantChangeRequest,
     change: StatusChange,
 ) -> Result<Json<GrantView>, ApiError> {
-    let who = who(&state, &headers).await?;
+    let who = who(&state, &caller).await?;
     Ok(Json(
         state
             .engine
@@ -121,11 +121,11 @@ async fn change(
     ))]
 async fn suspend(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     Path(agent): Path<String>,
     Json(body): Json<GrantChangeRequest>,
 ) -> Result<Json<GrantView>, ApiError> {
-    change(state, headers, agent, body, StatusChange::Suspend).await
+    change(state, caller, agent, body, StatusChange::Suspend).await
 }
 
 /// Revoke a grant for good: its key admits nothing any more (issue a new grant for a new
@@ -139,11 +139,11 @@ async fn suspend(
     ))]
 async fn revoke(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     Path(agent): Path<String>,
     Json(body): Json<GrantChangeRequest>,
 ) -> Result<Json<GrantView>, ApiError> {
-    change(state, headers, agent, body, StatusChange::Revoke).await
+    change(state, caller, agent, body, StatusChange::Revoke).await
 }
 
 /// Restore a suspended grant.
@@ -157,9 +157,9 @@ async fn revoke(
     ))]
 async fn restore(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     Path(agent): Path<String>,
     Json(body): Json<GrantChangeRequest>,
 ) -> Result<Json<GrantView>, ApiError> {
-    change(state, headers, agent, body, StatusChange::Restore).await
+    change(state, caller, agent, body, StatusChange::Restore).await
 }

@@ -1,7 +1,6 @@
 //! Conversation messages: record, list, delete.
 
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
 use cairn_ingest::messages::KeyedMessage;
 use cairn_service::forget::ForgetReport;
 use cairn_service::messages::{ConversationPage, MessagesBody, MessagesResponse};
@@ -9,6 +8,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{detached, query_error, who, CommonErrors, DeleteQuery, QueryResult, ScopeQuery};
+use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::json::Json;
 use crate::SharedState;
@@ -34,10 +34,10 @@ pub(super) fn router() -> OpenApiRouter<SharedState> {
     ))]
 async fn post_messages(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     Json(body): Json<MessagesBody>,
 ) -> Result<Json<MessagesResponse>, ApiError> {
-    let who = who(&state, &headers).await?;
+    let who = who(&state, &caller).await?;
     let messages: Vec<KeyedMessage> = body.messages.into_iter().map(Into::into).collect();
     detached(async move {
         let receipts = state
@@ -61,13 +61,13 @@ async fn post_messages(
     ))]
 async fn list_conversation(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     Path(id): Path<String>,
     query: QueryResult<ScopeQuery>,
 ) -> Result<Json<ConversationPage>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &headers).await?;
+    let who = who(&state, &caller).await?;
     let all = state.engine.conversation(&who, &partition, &id).await?;
     let total = all.len();
     Ok(Json(ConversationPage {
@@ -89,13 +89,13 @@ async fn list_conversation(
     ))]
 async fn delete_message(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     Path(reference): Path<String>,
     query: QueryResult<DeleteQuery>,
 ) -> Result<Json<ForgetReport>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &headers).await?;
+    let who = who(&state, &caller).await?;
     detached(async move {
         let report = state
             .engine
@@ -117,13 +117,13 @@ async fn delete_message(
     ))]
 async fn delete_conversation(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     Path(id): Path<String>,
     query: QueryResult<DeleteQuery>,
 ) -> Result<Json<ForgetReport>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &headers).await?;
+    let who = who(&state, &caller).await?;
     detached(async move {
         let report = state
             .engine

@@ -14,7 +14,6 @@ mod recall;
 
 use std::collections::BTreeMap;
 
-use axum::http::HeaderMap;
 use cairn_models::Partition;
 use cairn_service::Principal;
 use serde::Deserialize;
@@ -190,8 +189,8 @@ fn default_ns() -> String {
 
 /// The principal of a request: an agent (its own key, checked against its stored grant),
 /// an API key's holder, or the local operator in key-less mode.
-async fn who(state: &SharedState, headers: &HeaderMap) -> Result<Principal, ApiError> {
-    crate::auth::principal(state, headers).await
+async fn who(state: &SharedState, caller: &crate::auth::Caller) -> Result<Principal, ApiError> {
+    caller.principal(state).await
 }
 
 impl ScopeQuery {

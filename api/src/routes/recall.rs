@@ -1,7 +1,6 @@
 //! Recall and agent turns.
 
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
 use cairn_models::{MemoryPack, TurnEnvelope};
 use cairn_service::recall::RecallBody;
 use cairn_service::turns::{CompleteRequest, PrepareRequest, TurnReceipt};
@@ -9,6 +8,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{detached, who, CommonErrors};
+use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::json::Json;
 use crate::SharedState;
@@ -27,12 +27,12 @@ pub(super) fn router() -> OpenApiRouter<SharedState> {
     responses((status = 200, description = "The MemoryPack", body = cairn_service::schema::MemoryPack), CommonErrors))]
 async fn recall_handler(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     Json(body): Json<RecallBody>,
 ) -> Result<Json<MemoryPack>, ApiError> {
     let pack = state
         .engine
-        .recall(&who(&state, &headers).await?, body)
+        .recall(&who(&state, &caller).await?, body)
         .await?;
     state.metrics.add("recalls", 1);
     Ok(Json(pack))
@@ -44,12 +44,12 @@ async fn recall_handler(
     responses((status = 200, description = "The agent-turn-v1 envelope", body = cairn_service::schema::TurnEnvelope), CommonErrors))]
 async fn prepare_handler(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     Json(body): Json<PrepareRequest>,
 ) -> Result<Json<TurnEnvelope>, ApiError> {
     let envelope = state
         .engine
-        .prepare_turn(&who(&state, &headers).await?, body)
+        .prepare_turn(&who(&state, &caller).await?, body)
         .await?;
     state.metrics.add("recalls", 1);
     Ok(Json(envelope))
@@ -66,11 +66,11 @@ async fn prepare_handler(
     ))]
 async fn complete_handler(
     State(state): State<SharedState>,
-    headers: HeaderMap,
+    caller: Caller,
     Path(turn_id): Path<String>,
     Json(body): Json<CompleteRequest>,
 ) -> Result<Json<TurnReceipt>, ApiError> {
-    let who = who(&state, &headers).await?;
+    let who = who(&state, &caller).await?;
     // Detached: a completion cut by the timeout between its two messages and its receipt
     // would be repaired by a retry, but only if the client retries; run it to its end.
     detached(async move {
