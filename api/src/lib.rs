@@ -14,6 +14,7 @@ pub mod mcp;
 pub mod metrics;
 mod routes;
 mod signature;
+pub mod ui;
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -105,9 +106,10 @@ pub fn app(state: SharedState) -> Router {
 fn compose(state: SharedState, mcp_shutdown: tokio_util::sync::CancellationToken) -> Router {
     let limit = state.config.max_body_bytes;
     let (router, _) = routes::api().split_for_parts();
-    // `/mcp` is not a REST route: it stays out of the OpenAPI document.
+    // `/mcp` and `/ui` are not REST routes: they stay out of the OpenAPI document.
     router
         .merge(mcp::router(&state, mcp_shutdown))
+        .merge(ui::router())
         .fallback(|| async { ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|req: Request| async move {
             ApiError::MethodNotAllowed(format!(
