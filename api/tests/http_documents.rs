@@ -158,3 +158,84 @@ async fn the_index_is_rebuilt_in_the_background_after_many_writes() {
     assert_eq!(s, StatusCode::OK);
     assert_eq!(v["citations"][0]["source"], "kb/vpn.md");
 }
+
+#[tokio::test]
+async fn chunks_counts_and_conversations_are_listed() {
+    let app = test_app(Auth::default(), 1 << 20);
+    let q = common::Q;
+    let text =
+        "# Guide\n\n## Install\n\nRun the installer.\n\n## Use\n\nOpen the app and sign in.\n";
+    let (s, doc) = call(
+        &app,
+        "POST",
+        "/v1/documents",
+        Some(
+            json!({"scope": scope("acme"), "source": "guide.md", "text": text,
+            "media_type": "text/markdown"}),
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{doc}");
+    let id = doc["doc_id"].as_str().unwrap();
+    let (s, v) = call(
+        &app,
+        "GET",
+        &format!("/v1/documents/{id}/chunks?{q}"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_documented("get", "/v1/documents/{id}/chunks", 200, &v);
+    let chunks = v["chunks"].as_array().unwrap();
+    assert_eq!(v["total"], doc["chunks"], "{v}");
+    assert_eq!(chunks[0]["ref"], format!("doc:{id}#0"));
+    assert!(chunks[0]["span"][1].as_u64().unwrap() > 0, "{v}");
+    let all: String = chunks.iter().map(|c| c["text"].as_str().unwrap()).collect();
+    assert!(all.contains("Run the installer."), "{v}");
+    let (s, v) = call(
+        &app,
+        "GET",
+        &format!("/v1/documents/nosuch/chunks?{q}"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("not_found"))
+    );
+
+    for (conv, n) in [("c-old", 1), ("c-new", 2)] {
+        let messages: Vec<_> = (0..n)
+            .map(|i| {
+                json!({"conversation_id": conv, "role": "user", "content": format!("m{i}"),
+                "ts": 1_000 * (i + 1) + if conv == "c-new" { 10_000 } else { 0 }})
+            })
+            .collect();
+        let (s, v) = call(
+            &app,
+            "POST",
+            "/v1/messages",
+            Some(json!({"scope": scope("acme"), "messages": messages})),
+            None,
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+    }
+    let (s, v) = call(&app, "GET", &format!("/v1/conversations?{q}"), None, None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_documented("get", "/v1/conversations", 200, &v);
+    assert_eq!(v["total"], 2);
+    assert_eq!(v["conversations"][0]["conversation_id"], "c-new", "{v}");
+    assert_eq!(v["conversations"][0]["messages"], 2);
+    assert_eq!(v["conversations"][1]["first_ts"], 1_000);
+
+    let (s, v) = call(&app, "GET", &format!("/v1/stats?{q}"), None, None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_documented("get", "/v1/stats", 200, &v);
+    assert_eq!(v["documents"], 1);
+    assert_eq!(v["messages"], 3);
+    assert_eq!(v["chunks"], doc["chunks"]);
+}

@@ -39,6 +39,40 @@ pub struct DocumentList {
     pub total: usize,
 }
 
+/// A chunk of a document's current version.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ChunkView {
+    /// `doc:<id>#<n>`.
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub chunk_index: u32,
+    /// 1-based PDF page of the chunk's first character.
+    pub page: Option<u32>,
+    /// Character span `[start, end)` in the extracted text.
+    #[schema(value_type = Option<Vec<u64>>)]
+    pub span: Option<(u64, u64)>,
+    /// Markdown heading path ("Guide > Install").
+    pub heading: Option<String>,
+    pub text: String,
+}
+
+/// `GET /v1/documents/{id}/chunks`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChunkList {
+    pub doc_id: String,
+    pub chunks: Vec<ChunkView>,
+    pub total: usize,
+}
+
+/// Counts of what a partition holds.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Counts {
+    pub documents: usize,
+    pub chunks: usize,
+    pub messages: usize,
+    pub turns: usize,
+}
+
 /// An uploaded file: the door has read the bytes; the service decides what they are.
 #[derive(Debug, Clone)]
 pub struct FileUpload {

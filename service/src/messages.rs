@@ -91,6 +91,24 @@ pub struct ConversationPage {
     pub total: usize,
 }
 
+/// A conversation of a partition.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ConversationInfo {
+    pub conversation_id: String,
+    /// Messages stored now.
+    pub messages: usize,
+    /// Epoch ms of its first and last stored message.
+    pub first_ts: i64,
+    pub last_ts: i64,
+}
+
+/// `GET /v1/conversations`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConversationList {
+    pub conversations: Vec<ConversationInfo>,
+    pub total: usize,
+}
+
 impl MessageView {
     pub(crate) fn of(p: StoredPoint) -> Self {
         MessageView {

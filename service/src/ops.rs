@@ -24,12 +24,12 @@ use crate::auth::{authorize, bind_agent, Principal};
 use crate::candidates::{
     self, CandidateRequest, CandidateStatus, CandidateView, DecisionRequest, ProposeResponse,
 };
-use crate::documents::{DocumentBody, FileUpload};
+use crate::documents::{ChunkView, Counts, DocumentBody, FileUpload};
 use crate::engine::Engine;
 use crate::error::ServiceError;
 use crate::events::{self, EventReceipt, EventRequest, EventView};
 use crate::forget::{self, ForgetReport};
-use crate::messages::MessageView;
+use crate::messages::{ConversationInfo, MessageView};
 use crate::recall::{check_filters, ForgetRequest, RecallBody};
 use crate::turns::{self, CompleteRequest, PrepareRequest, TurnReceipt};
 use cairn_models::grant::Operation;
@@ -222,6 +222,40 @@ impl Engine {
             .ok_or_else(|| ServiceError::NotFound(format!("no document {id} in this scope")))
     }
 
+    /// The chunks of a document's current version, in order.
+    pub async fn document_chunks(
+        &self,
+        who: &Principal,
+        partition: &Partition,
+        id: &str,
+    ) -> Result<Vec<ChunkView>, ServiceError> {
+        authorize(who, partition, Operation::Read)?;
+        let not_found = || ServiceError::NotFound(format!("no document {id} in this scope"));
+        validate_component("doc_id", id).map_err(|_| not_found())?;
+        catalog::get_document(self.store.as_ref(), partition, id)
+            .await?
+            .ok_or_else(not_found)?;
+        let filter = Filter::new()
+            .eq("kind", PointKind::Chunk.as_str())
+            .eq("doc_id", id);
+        let mut chunks: Vec<ChunkView> = self
+            .store
+            .scroll_all(partition, filter)
+            .await?
+            .into_iter()
+            .map(|h| ChunkView {
+                reference: h.point.reference(),
+                chunk_index: h.point.chunk_index.unwrap_or(0),
+                page: h.point.page,
+                span: h.point.span,
+                heading: h.point.heading,
+                text: h.point.text.unwrap_or_default(),
+            })
+            .collect();
+        chunks.sort_by_key(|c| c.chunk_index);
+        Ok(chunks)
+    }
+
     /// Deletes a document (every source at this id, all its chunks) and what derives from it.
     pub async fn delete_document(
         &self,
@@ -245,6 +279,21 @@ impl Engine {
     ) -> Result<catalog::Stats, ServiceError> {
         authorize(who, partition, Operation::Read)?;
         Ok(catalog::stats(self.store.as_ref(), partition).await?)
+    }
+
+    /// Counts per kind in the partition, for doors that show them.
+    pub async fn counts(
+        &self,
+        who: &Principal,
+        partition: &Partition,
+    ) -> Result<Counts, ServiceError> {
+        let s = self.stats(who, partition).await?;
+        Ok(Counts {
+            documents: s.documents,
+            chunks: s.chunks,
+            messages: s.messages,
+            turns: s.turns,
+        })
     }
 
     /// Points stored in every scope (a health figure for the operator).
@@ -323,6 +372,37 @@ impl Engine {
         }
         all.sort_by_key(|p| p.seq.unwrap_or(0));
         Ok(all.into_iter().map(MessageView::of).collect())
+    }
+
+    /// The partition's conversations, most recent activity first.
+    pub async fn conversations(
+        &self,
+        who: &Principal,
+        partition: &Partition,
+    ) -> Result<Vec<ConversationInfo>, ServiceError> {
+        authorize(who, partition, Operation::Read)?;
+        let filter = Filter::new().eq("kind", PointKind::Message.as_str());
+        let mut by_id: std::collections::BTreeMap<String, ConversationInfo> = Default::default();
+        for h in self.store.scroll_all(partition, filter).await? {
+            let id = h.point.conversation_id.clone().unwrap_or_default();
+            let ts = h.point.ts;
+            let c = by_id.entry(id.clone()).or_insert_with(|| ConversationInfo {
+                conversation_id: id,
+                messages: 0,
+                first_ts: ts,
+                last_ts: ts,
+            });
+            c.messages += 1;
+            c.first_ts = c.first_ts.min(ts);
+            c.last_ts = c.last_ts.max(ts);
+        }
+        let mut out: Vec<ConversationInfo> = by_id.into_values().collect();
+        out.sort_by(|a, b| {
+            b.last_ts
+                .cmp(&a.last_ts)
+                .then_with(|| a.conversation_id.cmp(&b.conversation_id))
+        });
+        Ok(out)
     }
 
     /// Deletes one message (`msg:<conversation>/<seq>`) and what derives from it.

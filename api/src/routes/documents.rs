@@ -3,7 +3,7 @@
 use axum::extract::{Multipart, Path, State};
 use cairn_ingest::DocumentReport;
 use cairn_models::{DocumentInfo, Scope};
-use cairn_service::documents::{DocumentBody, DocumentList, FileUpload};
+use cairn_service::documents::{ChunkList, Counts, DocumentBody, DocumentList, FileUpload};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -19,6 +19,8 @@ pub(super) fn router() -> OpenApiRouter<SharedState> {
         .routes(routes!(post_document, list_documents))
         .routes(routes!(upload_document))
         .routes(routes!(get_document, delete_document))
+        .routes(routes!(document_chunks))
+        .routes(routes!(stats))
 }
 
 /// The multipart form of `POST /v1/documents/upload`.
@@ -179,6 +181,46 @@ async fn get_document(
     Ok(Json(
         state.engine.get_document(&who, &partition, &id).await?,
     ))
+}
+
+/// The chunks of a document's current version, in order, with page, span and heading.
+#[utoipa::path(get, path = "/documents/{id}/chunks", tag = "documents",
+    params(("id" = String, Path, description = "Document id"), ScopeQuery),
+    responses(
+        (status = 200, description = "One page of chunks", body = ChunkList),
+        (status = 404, description = "`not_found`: no such document in this scope", body = ErrorBody),
+        CommonErrors,
+    ))]
+async fn document_chunks(
+    State(state): State<SharedState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    query: QueryResult<ScopeQuery>,
+) -> Result<Json<ChunkList>, ApiError> {
+    let axum::extract::Query(q) = query.map_err(query_error)?;
+    let partition = q.partition()?;
+    let who = who(&state, &caller).await?;
+    let all = state.engine.document_chunks(&who, &partition, &id).await?;
+    let total = all.len();
+    Ok(Json(ChunkList {
+        doc_id: id,
+        chunks: q.page(all),
+        total,
+    }))
+}
+
+/// What the scope holds: documents, chunks, messages and turns.
+#[utoipa::path(get, path = "/stats", tag = "documents", params(ScopeQuery),
+    responses((status = 200, description = "Counts per kind", body = Counts), CommonErrors))]
+async fn stats(
+    State(state): State<SharedState>,
+    caller: Caller,
+    query: QueryResult<ScopeQuery>,
+) -> Result<Json<Counts>, ApiError> {
+    let axum::extract::Query(q) = query.map_err(query_error)?;
+    let partition = q.partition()?;
+    let who = who(&state, &caller).await?;
+    Ok(Json(state.engine.counts(&who, &partition).await?))
 }
 
 /// Delete a document: every source currently at this id, all its chunks, and the candidates

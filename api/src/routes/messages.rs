@@ -3,7 +3,7 @@
 use axum::extract::{Path, State};
 use cairn_ingest::messages::KeyedMessage;
 use cairn_service::forget::ForgetReport;
-use cairn_service::messages::{ConversationPage, MessagesBody, MessagesResponse};
+use cairn_service::messages::{ConversationList, ConversationPage, MessagesBody, MessagesResponse};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -18,6 +18,7 @@ pub(super) fn router() -> OpenApiRouter<SharedState> {
         .routes(routes!(post_messages))
         .routes(routes!(delete_message))
         .routes(routes!(list_conversation))
+        .routes(routes!(list_conversations))
         .routes(routes!(delete_conversation))
 }
 
@@ -49,6 +50,25 @@ async fn post_messages(
         Ok(Json(MessagesResponse { receipts }))
     })
     .await
+}
+
+/// The scope's conversations, most recent activity first.
+#[utoipa::path(get, path = "/conversations", tag = "messages", params(ScopeQuery),
+    responses((status = 200, description = "One page of conversations", body = ConversationList), CommonErrors))]
+async fn list_conversations(
+    State(state): State<SharedState>,
+    caller: Caller,
+    query: QueryResult<ScopeQuery>,
+) -> Result<Json<ConversationList>, ApiError> {
+    let axum::extract::Query(q) = query.map_err(query_error)?;
+    let partition = q.partition()?;
+    let who = who(&state, &caller).await?;
+    let all = state.engine.conversations(&who, &partition).await?;
+    let total = all.len();
+    Ok(Json(ConversationList {
+        conversations: q.page(all),
+        total,
+    }))
 }
 
 /// A conversation's messages in order.
