@@ -24,9 +24,8 @@ const OPERATIONS = [
 const main = document.getElementById("main");
 const flashBox = document.getElementById("flash");
 
-// What this tab has seen: the last recall, conversation ids, upload warnings.
+// What this tab has seen: the last recall, upload warnings.
 const recallState = { query: "", budget: 1000, pack: null };
-const seenConversations = new Set();
 const uploadWarnings = new Map();
 
 // ---------------------------------------------------------------------------------------
@@ -162,7 +161,6 @@ function pageRecall(view) {
 }
 
 function showPack(container, pack) {
-  for (const c of pack.citations) if (c.conversation_id) seenConversations.add(c.conversation_id);
   const nodes = new Map(pack.selected_nodes.map((s) => [s.citation, s]));
   const focusCite = (n) => {
     const el = document.getElementById("cite-" + n);
@@ -383,27 +381,81 @@ async function pageDocument(view, id, params) {
     ["Ingested", date(d.ingested_at)],
     ["Warnings (this tab's upload)", warnings ? h("ul", {}, warnings.map((w) => h("li", {}, w))) : null],
   ])));
-  const chunk = params.get("chunk");
-  if (chunk != null) {
-    const ref = `doc:${d.doc_id}#${chunk}`;
-    const cited = recallState.pack && recallState.pack.citations.find((c) => c.ref === ref);
-    const node = cited && recallState.pack.selected_nodes.find((s) => s.citation === cited.n);
-    body.append(section(`Chunk ${chunk}`, cited
-      ? [dl([["Ref", h("code", {}, ref)], ["Page", cited.page], ["Span", cited.span ? `${cited.span[0]}–${cited.span[1]}` : null],
-        ["Cited in the last recall as", `[${cited.n}]`]]), node ? h("blockquote", { class: "md-quote" }, h("p", {}, node.text)) : null]
-      : h("p", { class: "muted" }, h("code", {}, ref), " (run a recall that cites it to see its text here)")));
-  }
+  const chunks = h("div", { id: "chunks-view" }, h("p", { class: "muted" }, "Loading chunks…"));
+  body.append(section("Chunks", chunks));
   body.append(section("Forget", h("p", {}, "Removes every chunk of this document; candidates citing only it are invalidated (their memories leave recall)."),
     confirmButton("Forget this document", "Forget " + d.source, async (hard) => {
       await forgetDocument(d.doc_id, hard, report);
     }, { withHard: true })));
+  await loadChunks(chunks, d.doc_id, params);
+}
+
+const CHUNKS_PAGE = 100;
+const PREVIEW = 320;
+
+/** One page of a document's chunks; `?chunk=<n>` (a citation) opens the page holding it. */
+async function loadChunks(box, docId, params) {
+  const raw = params.get("chunk");
+  const chunk = raw != null && /^\d+$/.test(raw) ? Number(raw) : null;
+  const offset = params.has("offset") ? Math.max(0, Number(params.get("offset")) || 0)
+    : chunk != null ? chunk - (chunk % CHUNKS_PAGE) : 0;
+  let data;
+  try {
+    data = await api("GET", `/v1/documents/${encodeURIComponent(docId)}/chunks`,
+      { query: { ...partition(), limit: CHUNKS_PAGE, offset } });
+  } catch (err) {
+    put(box, errorBox(err));
+    return;
+  }
+  const pack = recallState.pack;
+  const list = h("ol", { class: "chunks", id: "chunks" }, data.chunks.map((c) => {
+    const cited = pack && pack.citations.find((x) => x.ref === c.ref);
+    return h("li", {}, chunkCard(c, c.chunk_index === chunk, cited));
+  }));
+  if (!data.chunks.length) list.append(h("li", { class: "muted" }, "No chunks."));
+  put(box, h("p", { class: "muted" }, `${data.total} chunk(s) in the current version.`), list,
+    pager(`#/documents/${encodeURIComponent(docId)}`, offset, CHUNKS_PAGE, data.total));
+  if (chunk == null) return;
+  const target = document.getElementById("chunk-" + chunk);
+  if (!target) {
+    box.prepend(h("p", { class: "error", role: "alert" }, `Chunk ${chunk} is not in the current version of this document.`));
+    return;
+  }
+  target.scrollIntoView({ block: "center" });
+  target.focus();
+}
+
+function chunkCard(c, highlight, cited) {
+  const long = c.text.length > PREVIEW;
+  const cut = () => c.text.slice(0, PREVIEW).trimEnd() + " …";
+  const text = h("p", { class: "pre content" }, long && !highlight ? cut() : c.text);
+  let toggle = null;
+  if (long) {
+    toggle = h("button", { type: "button", class: "secondary small", "aria-expanded": String(highlight) },
+      highlight ? "Show less" : `Show all ${c.text.length} characters`);
+    toggle.addEventListener("click", () => {
+      const open = toggle.getAttribute("aria-expanded") !== "true";
+      text.textContent = open ? c.text : cut();
+      toggle.textContent = open ? "Show less" : `Show all ${c.text.length} characters`;
+      toggle.setAttribute("aria-expanded", String(open));
+    });
+  }
+  return h("article", { class: "chunk" + (highlight ? " highlight" : ""), id: "chunk-" + c.chunk_index, tabindex: -1, "data-ref": c.ref },
+    h("header", {}, h("code", {}, c.ref),
+      cited ? [" ", chip(`cited [${cited.n}] in the last recall`, "cited")] : null),
+    dl([
+      ["Page", c.page != null ? String(c.page) : null],
+      ["Span", c.span ? `${c.span[0]}–${c.span[1]}` : null],
+      ["Heading", c.heading],
+    ], "facts compact"),
+    text, toggle);
 }
 
 // ---------------------------------------------------------------------------------------
 // Conversations
 
 async function pageConversations(view, args, params) {
-  title(view, "Conversations", "A conversation's messages in order, with their turn ids and trust origins. Forgetting a message or a conversation shows what the cascade removed, invalidated or narrowed.");
+  title(view, "Conversations", "The scope's conversations, most recent first. A conversation's messages in order, with their turn ids and trust origins. Forgetting a message or a conversation shows what the cascade removed, invalidated or narrowed.");
   const idInput = h("input", { id: "conversation-id", name: "conversation", required: true, spellcheck: "false", value: args[0] || "" });
   const form = h("form", { class: "card form row", id: "conversation-form" },
     field("Conversation id", idInput), h("button", { type: "submit" }, "Open"));
@@ -411,12 +463,14 @@ async function pageConversations(view, args, params) {
     e.preventDefault();
     location.hash = `#/conversations/${encodeURIComponent(idInput.value.trim())}`;
   });
-  if (args[0]) seenConversations.add(args[0]);
-  const known = new Set(seenConversations);
-  known.add(getScope().session);
-  view.append(form, h("p", { class: "known" }, "Seen in this tab: ",
-    [...known].map((c, i) => [i ? ", " : "", h("a", { href: `#/conversations/${encodeURIComponent(c)}` }, c)])));
-  if (!args[0]) return;
+  view.append(form);
+  if (!args[0]) {
+    const list = h("div", { id: "conversations-list" }, h("p", { class: "muted" }, "Loading…"));
+    view.append(section("Stored conversations", list));
+    await loadConversations(list, Math.max(0, Number(params.get("offset")) || 0));
+    return;
+  }
+  view.append(h("p", {}, h("a", { href: "#/conversations" }, "← all conversations")));
   const id = args[0];
   const report = h("div", { id: "conversation-report", "aria-live": "polite" });
   const list = h("div", { id: "conversation-view" });
@@ -470,6 +524,33 @@ async function pageConversations(view, args, params) {
     }
   };
   await load();
+}
+
+/** The scope's conversations, most recent activity first, one page of them. */
+async function loadConversations(box, offset) {
+  const limit = 100;
+  let data;
+  try {
+    data = await api("GET", "/v1/conversations", { query: { ...partition(), limit, offset } });
+  } catch (err) {
+    put(box, errorBox(err));
+    return;
+  }
+  if (!data.conversations.length) {
+    put(box, h("p", { class: "muted", id: "conversations-empty" }, "No conversations in this scope."));
+    return;
+  }
+  const rows = data.conversations.map((c) => h("tr", { "data-conversation": c.conversation_id },
+    h("td", {}, h("a", { href: `#/conversations/${encodeURIComponent(c.conversation_id)}` }, c.conversation_id)),
+    h("td", { class: "num" }, String(c.messages)),
+    h("td", { class: "wide-only" }, date(c.first_ts)),
+    h("td", {}, date(c.last_ts))));
+  const table = h("table", { id: "conversations-table" },
+    h("caption", {}, `${data.total} conversation(s)`),
+    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Conversation"), h("th", { scope: "col", class: "num" }, "Messages"),
+      h("th", { scope: "col", class: "wide-only" }, "First message"), h("th", { scope: "col" }, "Last message"))),
+    h("tbody", {}, rows));
+  put(box, tableWrap(table), pager("#/conversations", offset, limit, data.total));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -567,8 +648,16 @@ async function evidenceView(ref) {
   const open = href ? h("p", {}, h("a", { href }, "Open source")) : null;
   if (r && r.kind === "doc") {
     const d = await api("GET", `/v1/documents/${encodeURIComponent(r.id)}`, { query: partition() });
+    let text = null;
+    if (r.chunk != null && /^\d+$/.test(r.chunk)) {
+      const page = await api("GET", `/v1/documents/${encodeURIComponent(r.id)}/chunks`,
+        { query: { ...partition(), limit: 1, offset: Number(r.chunk) } });
+      const c = page.chunks.find((x) => x.ref === ref);
+      text = c ? h("p", { class: "pre" }, c.text.length > PREVIEW ? c.text.slice(0, PREVIEW).trimEnd() + " …" : c.text)
+        : h("p", { class: "muted" }, "That chunk is not in the current version.");
+    }
     return h("div", {}, dl([["Document", d.source], ["Version", String(d.version)], ["Chunks", String(d.chunks)],
-      ["Chunk", r.chunk], ["Ingested", date(d.ingested_at)]], "facts compact"), open);
+      ["Chunk", r.chunk], ["Ingested", date(d.ingested_at)]], "facts compact"), text, open);
   }
   if (r && r.kind === "msg") {
     const page = await api("GET", `/v1/conversations/${encodeURIComponent(r.conversation)}/messages`, { query: { ...partition(), limit: 1000 } });
@@ -702,7 +791,7 @@ function grantCard(g, reload) {
 // Health
 
 async function pageHealth(view) {
-  title(view, "Health", "Store and model readiness, and request latency since the server started (from /metrics).");
+  title(view, "Health", "Store and model readiness, what this scope holds, and request latency since the server started (from /metrics).");
   const box = h("div", { id: "health-view" });
   const refresh = h("button", { type: "button", class: "secondary" }, "Refresh");
   view.append(h("p", {}, refresh), box);
@@ -715,6 +804,16 @@ async function pageHealth(view) {
         ["Model", h("code", {}, ready.model)], ["Points in the store", String(ready.points)]])));
     } catch (err) {
       parts.push(section("Readiness", errorBox(err)));
+    }
+    const p = partition();
+    try {
+      const n = await api("GET", "/v1/stats", { query: p });
+      const count = (k) => h("span", { "data-count": k }, String(n[k]));
+      parts.push(section("This scope", h("p", { class: "muted" }, `${p.tenant} / ${p.user} / ${p.namespace}`),
+        h("div", { id: "scope-counts" }, dl([["Documents", count("documents")], ["Chunks", count("chunks")],
+          ["Messages", count("messages")], ["Turns", count("turns")]]))));
+    } catch (err) {
+      parts.push(section("This scope", errorBox(err)));
     }
     try {
       parts.push(metricsView(parseMetrics(await api("GET", "/metrics", { text: true }))));

@@ -3,14 +3,15 @@
 usage: python api/tests/ui/test_inspector.py http://127.0.0.1:PORT [SCREENSHOT_DIR]
 
 Drives Debian's Chromium (`/usr/bin/chromium`, or $CHROMIUM) through Playwright for Python:
-uploads a Markdown file (file input) and a PDF (drag and drop), runs a recall and checks the
-rendered pack, the structured view and a citation link; posts an event and a candidate through
-the HTTP API, approves the candidate in the review queue and finds it (`mem:`) in the next
-recall; forgets a message and a document in the UI and sees them leave; issues and suspends a
-grant; reads the health page; checks 320 px and dark renderings; and checks that key-less mode
-refuses another origin and a rebound host name. Screenshots of each page go to
-SCREENSHOT_DIR (default target/ui-screenshots). Run by scripts/ui_check.sh, which builds and
-starts the server. Exits non-zero on the first failed check.
+uploads a Markdown file (file input) and a PDF (drag and drop), lists each document's chunks
+(span, heading, the PDF's page), runs a recall and checks the rendered pack, the structured
+view and a citation link (it highlights the cited chunk); posts an event and a candidate
+through the HTTP API, approves the candidate in the review queue and finds it (`mem:`) in the
+next recall; lists the conversations and opens one; forgets a message and a document in the
+UI and sees them leave; issues and suspends a grant; reads the health page and the scope's
+counts; checks 320 px and dark renderings; and checks that key-less mode refuses another
+origin and a rebound host name. Screenshots of each page go to SCREENSHOT_DIR (default
+target/ui-screenshots). Run by scripts/ui_check.sh, which builds and starts the server. Exits non-zero on the first failed check.
 """
 
 import json
@@ -112,7 +113,11 @@ def shot(page, name, full_page=True):
 
 def go(page, hash_, ready):
     """Navigates inside the app and waits until the page has loaded its data."""
-    page.evaluate("h => { location.hash = h; }", hash_)
+    # A new hash: drop the old page's mark first, so that the wait is for the new page.
+    page.evaluate(
+        "h => { if (location.hash !== h) { delete document.getElementById('main').dataset.ready; location.hash = h; } }",
+        hash_,
+    )
     page.wait_for_selector(f'main[data-ready="{ready}"]', timeout=TIMEOUT_MS)
 
 
@@ -214,6 +219,36 @@ def main():
         md_id = by_source["falcon-notes.md"]["doc_id"]
         shot(page, "documents")
 
+        step("a document page lists its chunks with page, span and heading")
+        pdf_id = by_source["halvorsen.pdf"]["doc_id"]
+        for doc_id, source in ((md_id, "falcon-notes.md"), (pdf_id, "halvorsen.pdf")):
+            listed = ok("GET", f"/v1/documents/{doc_id}/chunks?" + urllib.parse.urlencode(PARTITION))
+            assert listed["doc_id"] == doc_id and listed["total"] == by_source[source]["chunks"] >= 1, listed
+            go(page, f"#/documents/{doc_id}", "documents")
+            expect(page.locator("h1")).to_have_text(f"Document: {source}")
+            expect(page.locator("#chunks article")).to_have_count(min(listed["total"], 100))
+            assert any(c["span"] for c in listed["chunks"]), listed
+            for c in listed["chunks"][:100]:
+                card = page.locator(f'#chunk-{c["chunk_index"]}')
+                assert card.get_attribute("data-ref") == c["ref"] == f"doc:{doc_id}#{c['chunk_index']}", c
+                facts = dict(card.locator("dl dt").evaluate_all(
+                    "els => els.map(e => [e.textContent, e.nextElementSibling.textContent])"))
+                if c["span"]:
+                    assert facts.get("Span") == f"{c['span'][0]}–{c['span'][1]}", (c, facts)
+                assert facts.get("Heading") == c["heading"], (c, facts)
+                if source.endswith(".pdf"):
+                    assert c["page"] == 1 and facts.get("Page") == "1", (c, facts)
+        expect(page.locator("#chunks")).to_contain_text("Halvorsen Shipping")
+        go(page, f"#/documents/{md_id}", "documents")
+        expect(page.locator("#chunks")).to_contain_text("12 March")
+        assert "Falcon project notes" in page.locator("#chunks").inner_text()
+        # The hostile line of the Markdown is a chunk's text, shown as text.
+        assert page.locator("#chunks img, #chunks script").count() == 0
+        assert page.evaluate("window.__pwned") is None
+        status, _ = http("GET", "/v1/documents/nope/chunks?" + urllib.parse.urlencode(PARTITION))
+        assert status == 404, status
+        shot(page, "document-chunks")
+
         step("recall: the rendered pack beside the structured view")
         refs = recall(page, "When does the Falcon project ship its first release?")
         assert any(r.startswith(f"doc:{md_id}#") for r in refs), refs
@@ -234,7 +269,6 @@ def main():
 
         step("recall: the PDF is cited with its page")
         refs = recall(page, "How much did Halvorsen Shipping freight revenue grow?")
-        pdf_id = by_source["halvorsen.pdf"]["doc_id"]
         assert any(r.startswith(f"doc:{pdf_id}#") for r in refs), refs
         card = page.locator(f'#pack-items article[data-ref^="doc:{pdf_id}#"]').first
         assert "halvorsen.pdf" in card.inner_text()
@@ -243,10 +277,18 @@ def main():
 
         step("a citation link opens its source document")
         refs = recall(page, "When does the Falcon project ship its first release?")
-        page.locator(f'#pack-items article[data-ref^="doc:{md_id}#"] h4 a').first.click()
+        cited = page.locator(f'#pack-items article[data-ref^="doc:{md_id}#"]').first
+        cited_ref = cited.get_attribute("data-ref")
+        cited.locator("h4 a").click()
         page.wait_for_selector('main[data-ready="documents"]')
         expect(page.locator("h1")).to_have_text("Document: falcon-notes.md")
         assert f"#/documents/{md_id}" in page.url, page.url
+        # The cited chunk is highlighted (and focused) in the document's chunk list.
+        highlighted = page.locator("#chunks article.highlight")
+        expect(highlighted).to_have_count(1)
+        assert highlighted.get_attribute("data-ref") == cited_ref, (highlighted.get_attribute("data-ref"), cited_ref)
+        assert page.evaluate("document.activeElement.dataset.ref") == cited_ref
+        expect(highlighted).to_contain_text("cited [")
         assert "12 March" in page.locator("#document-view").inner_text()
         shot(page, "document")
 
@@ -288,8 +330,17 @@ def main():
             {"conversation_id": "c-ui", "role": "user", "content": "Please remember my dentist is Dr. Okafor.", "turn_id": "t1"},
             {"conversation_id": "c-ui", "role": "assistant", "content": "Noted: Dr. Okafor.", "turn_id": "t1"},
         ]})
-        go(page, "#/conversations/c-ui", "conversations")
+        go(page, "#/conversations", "conversations")
+        row = page.locator('#conversations-table tr[data-conversation="c-ui"]')
+        expect(row).to_be_visible()
+        expect(row.locator("td.num")).to_have_text("2")
+        listed = ok("GET", "/v1/conversations?" + urllib.parse.urlencode(PARTITION))
+        assert [c["conversation_id"] for c in listed["conversations"]][0] == "c-ui", listed
+        shot(page, "conversations-list")
+        row.locator("a").click()
+        page.wait_for_url("**#/conversations/c-ui")
         expect(page.locator("#messages article")).to_have_count(2)
+        expect(page.locator("#conversation-id")).to_have_value("c-ui")
         first = page.locator("#messages article").first
         assert first.get_attribute("data-ref") == "msg:c-ui/0", first.get_attribute("data-ref")
         expect(first).to_contain_text("user said")
@@ -332,6 +383,14 @@ def main():
         go(page, "#/health", "health")
         expect(page.locator("#health-view")).to_contain_text("ready")
         expect(page.locator("#latency-table")).to_contain_text("POST /v1/recall")
+        step("health: what this scope holds (GET /v1/stats)")
+        counts = ok("GET", "/v1/stats?" + urllib.parse.urlencode(PARTITION))
+        total_docs = ok("GET", "/v1/documents?" + urllib.parse.urlencode(PARTITION))["total"]
+        assert counts["documents"] == total_docs == 1, (counts, total_docs)
+        convs = ok("GET", "/v1/conversations?" + urllib.parse.urlencode(PARTITION))["conversations"]
+        assert counts["messages"] == sum(c["messages"] for c in convs), (counts, convs)
+        for k in ("documents", "chunks", "messages", "turns"):
+            expect(page.locator(f'#scope-counts [data-count="{k}"]')).to_have_text(str(counts[k]))
         shot(page, "health")
 
         step("320 px wide and dark")
