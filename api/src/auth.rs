@@ -37,8 +37,8 @@ pub async fn principal(
 /// middleware attached. Extracted by every handler that calls an operation.
 #[derive(Debug, Clone, Default)]
 pub struct Caller {
-    headers: HeaderMap,
-    extensions: axum::http::Extensions,
+    bearer: Option<String>,
+    proof: Option<SignatureProof>,
 }
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
@@ -48,20 +48,19 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
         parts: &mut axum::http::request::Parts,
         _state: &S,
     ) -> Result<Self, Self::Rejection> {
-        let mut extensions = axum::http::Extensions::new();
-        if let Some(proof) = parts.extensions.get::<SignatureProof>() {
-            extensions.insert(proof.clone());
-        }
         Ok(Caller {
-            headers: parts.headers.clone(),
-            extensions,
+            bearer: bearer(&parts.headers).map(str::to_string),
+            proof: parts.extensions.get::<SignatureProof>().cloned(),
         })
     }
 }
 
 impl Caller {
     pub async fn principal(&self, state: &crate::SharedState) -> Result<Principal, ApiError> {
-        principal(state, &self.headers, &self.extensions).await
+        Ok(state
+            .engine
+            .principal(&state.auth, self.bearer.as_deref(), self.proof.as_ref())
+            .await?)
     }
 }
 

@@ -542,7 +542,7 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
         Command::Stats { json } => {
             let scope = cli.scope.scope()?;
             let engine = open_engine(&cli.data_dir).await?;
-            let stats = engine.stats(&Principal::Local, &scope.partition()).await?;
+            let stats = engine.counts(&Principal::Local, &scope.partition()).await?;
             let total = engine.count_all().await?;
             if json {
                 println!(

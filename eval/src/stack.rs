@@ -215,19 +215,13 @@ impl Workspace {
         let total = inputs.len() as u64;
         observer(Event::IngestStarted { total });
         let done = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let chunks = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let progress: Arc<dyn Fn(Progress) + Send + Sync> = {
-            let (done, chunks, observer) =
-                (Arc::clone(&done), Arc::clone(&chunks), observer.clone());
-            Arc::new(move |p| match p {
-                Progress::Finished => {
+            let (done, observer) = (Arc::clone(&done), observer.clone());
+            Arc::new(move |p| {
+                if let Progress::Finished = p {
                     let d = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                     observer(Event::Ingested { done: d, total });
                 }
-                Progress::Written { chunks: n } => {
-                    chunks.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
-                }
-                Progress::Chunked { .. } => {}
             })
         };
         let started = Instant::now();
@@ -238,7 +232,6 @@ impl Workspace {
             .await?;
         let seconds = started.elapsed().as_secs_f64();
         observer(Event::IngestFinished);
-        let written = chunks.load(std::sync::atomic::Ordering::Relaxed);
         let optimize = batch.index_built.map(|b| Optimize {
             optimized: b.optimized,
             seconds: b.took.as_secs_f64(),
@@ -247,7 +240,7 @@ impl Workspace {
         Ok(IngestRun {
             outcomes: batch.outcomes,
             seconds,
-            chunks: written,
+            chunks: batch.chunks,
             optimize,
         })
     }

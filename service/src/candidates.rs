@@ -24,7 +24,7 @@ use utoipa::ToSchema;
 
 use crate::engine::Engine;
 use crate::error::ServiceError;
-use crate::evidence::{exists, scroll_all};
+use crate::evidence::exists;
 
 /// Longest candidate content, in bytes.
 pub const MAX_CANDIDATE_BYTES: usize = 8 * 1024;
@@ -206,12 +206,13 @@ pub(crate) async fn load_all(
     engine: &Engine,
     partition: &Partition,
 ) -> Result<Vec<Stored>, ServiceError> {
-    let hits = scroll_all(
-        engine.store.as_ref(),
-        partition,
-        Filter::new().eq("kind", PointKind::Candidate.as_str()),
-    )
-    .await?;
+    let hits = engine
+        .store
+        .scroll_all(
+            partition,
+            Filter::new().eq("kind", PointKind::Candidate.as_str()),
+        )
+        .await?;
     let mut out = hits
         .into_iter()
         .map(|h| Stored::decode(h.point))

@@ -7,15 +7,6 @@ use cairn_store::{Filter, Hit, MemoryStore};
 
 use crate::error::ServiceError;
 
-/// Every point of the partition matching `filter`.
-pub(crate) async fn scroll_all(
-    store: &dyn MemoryStore,
-    partition: &Partition,
-    filter: Filter,
-) -> Result<Vec<Hit>, ServiceError> {
-    Ok(store.scroll_all(partition, filter).await?)
-}
-
 /// The message points `msg:<conversation>/<seq>` names.
 pub(crate) async fn find_message(
     store: &dyn MemoryStore,
@@ -29,7 +20,7 @@ pub(crate) async fn find_message(
         .eq("kind", PointKind::Message.as_str())
         .eq("conversation_id", conversation)
         .eq("seq", seq);
-    scroll_all(store, partition, filter).await
+    Ok(store.scroll_all(partition, filter).await?)
 }
 
 /// Whether an evidence reference names something stored in the partition now (a current

@@ -33,7 +33,7 @@ use cairn_store::{Filter, Hit, UpsertPoint};
 use crate::candidates::{self, CandidateStatus, Stored};
 use crate::engine::Engine;
 use crate::error::ServiceError;
-use crate::evidence::{find_message, scroll_all};
+use crate::evidence::find_message;
 
 pub use cairn_models::state::ForgetReport;
 
@@ -292,7 +292,7 @@ async fn forget_inner(
             let filter = Filter::new()
                 .eq("kind", PointKind::Message.as_str())
                 .eq("conversation_id", conversation.as_str());
-            let hits = scroll_all(store, partition, filter).await?;
+            let hits = store.scroll_all(partition, filter).await?;
             removed.convs.insert(conversation.clone());
             turns = turns_of(&hits);
             let stored = !hits.is_empty();
@@ -302,21 +302,21 @@ async fn forget_inner(
             let filter = Filter::new()
                 .eq("kind", PointKind::Message.as_str())
                 .eq("turn_id", turn_id.as_str());
-            let hits = scroll_all(store, partition, filter).await?;
+            let hits = store.scroll_all(partition, filter).await?;
             removed
                 .refs
                 .extend(hits.iter().map(|h| h.point.reference()));
             turns = turns_of(&hits);
             // The turn's records name its messages even after they are gone (a retry), and
             // one not yet tombstoned still needs it.
-            let records = scroll_all(
-                store,
-                partition,
-                Filter::new()
-                    .eq("kind", PointKind::Turn.as_str())
-                    .eq("turn_id", turn_id.as_str()),
-            )
-            .await?;
+            let records = store
+                .scroll_all(
+                    partition,
+                    Filter::new()
+                        .eq("kind", PointKind::Turn.as_str())
+                        .eq("turn_id", turn_id.as_str()),
+                )
+                .await?;
             for r in records {
                 if let Some(RecordState::Turn(t)) = &r.point.state {
                     removed.refs.insert(t.receipt.user_message_ref.clone());
@@ -399,14 +399,14 @@ async fn forget_inner(
     if hard {
         match &evidence {
             Evidence::Document { doc_id, .. } => {
-                let chunks = scroll_all(
-                    store,
-                    partition,
-                    Filter::new()
-                        .eq("kind", PointKind::Chunk.as_str())
-                        .eq("doc_id", doc_id.as_str()),
-                )
-                .await?;
+                let chunks = store
+                    .scroll_all(
+                        partition,
+                        Filter::new()
+                            .eq("kind", PointKind::Chunk.as_str())
+                            .eq("doc_id", doc_id.as_str()),
+                    )
+                    .await?;
                 purge.extend(chunks.iter().filter_map(|h| h.point.embedded_text()));
             }
             Evidence::Messages(hits) => {

@@ -64,6 +64,13 @@ fn admit(who: &Principal, scope: &Scope, action: Operation) -> Result<(), Servic
     authorize(who, &scope.partition(), action)
 }
 
+/// [`admit`] for a write: the scope's agent becomes the writing agent's own
+/// ([`bind_agent`]) first.
+fn admit_write(who: &Principal, scope: &mut Scope, action: Operation) -> Result<(), ServiceError> {
+    bind_agent(who, &mut scope.agent)?;
+    admit(who, scope, action)
+}
+
 impl Engine {
     // ---- recall and agent turns ------------------------------------------------------
 
@@ -105,8 +112,7 @@ impl Engine {
         req: CompleteRequest,
     ) -> Result<TurnReceipt, ServiceError> {
         let mut req = req;
-        bind_agent(who, &mut req.scope.agent)?;
-        admit(who, &req.scope, Operation::CompleteTurn)?;
+        admit_write(who, &mut req.scope, Operation::CompleteTurn)?;
         let receipt = turns::complete(self, turn_id, req).await?;
         // Replays write nothing; counting them as two messages only brings an index build
         // slightly forward.
@@ -123,8 +129,7 @@ impl Engine {
         body: DocumentBody,
     ) -> Result<DocumentReport, ServiceError> {
         let mut body = body;
-        bind_agent(who, &mut body.scope.agent)?;
-        admit(who, &body.scope, Operation::WriteDocuments)?;
+        admit_write(who, &mut body.scope, Operation::WriteDocuments)?;
         let (scope, input) = body.into_input()?;
         self.ingest_one(&scope, input).await
     }
@@ -136,8 +141,7 @@ impl Engine {
         upload: FileUpload,
     ) -> Result<DocumentReport, ServiceError> {
         let mut upload = upload;
-        bind_agent(who, &mut upload.scope.agent)?;
-        admit(who, &upload.scope, Operation::WriteDocuments)?;
+        admit_write(who, &mut upload.scope, Operation::WriteDocuments)?;
         let (scope, input) = upload.into_input()?;
         self.ingest_one(&scope, input).await
     }
@@ -173,9 +177,8 @@ impl Engine {
         progress: Arc<dyn Fn(Progress) + Send + Sync>,
     ) -> Result<BatchOutcome, ServiceError> {
         let mut scope = scope.clone();
-        bind_agent(who, &mut scope.agent)?;
+        admit_write(who, &mut scope, Operation::WriteDocuments)?;
         let scope = &scope;
-        admit(who, scope, Operation::WriteDocuments)?;
         let written = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let counting: Arc<dyn Fn(Progress) + Send + Sync> = {
             let written = Arc::clone(&written);
@@ -272,22 +275,13 @@ impl Engine {
     }
 
     /// Counts per kind in the partition.
-    pub async fn stats(
-        &self,
-        who: &Principal,
-        partition: &Partition,
-    ) -> Result<catalog::Stats, ServiceError> {
-        authorize(who, partition, Operation::Read)?;
-        Ok(catalog::stats(self.store.as_ref(), partition).await?)
-    }
-
-    /// Counts per kind in the partition, for doors that show them.
     pub async fn counts(
         &self,
         who: &Principal,
         partition: &Partition,
     ) -> Result<Counts, ServiceError> {
-        let s = self.stats(who, partition).await?;
+        authorize(who, partition, Operation::Read)?;
+        let s = catalog::stats(self.store.as_ref(), partition).await?;
         Ok(Counts {
             documents: s.documents,
             chunks: s.chunks,
@@ -313,9 +307,8 @@ impl Engine {
         messages: Vec<KeyedMessage>,
     ) -> Result<Vec<MessageReceipt>, ServiceError> {
         let mut scope = scope.clone();
-        bind_agent(who, &mut scope.agent)?;
+        admit_write(who, &mut scope, Operation::WriteMessages)?;
         let scope = &scope;
-        admit(who, scope, Operation::WriteMessages)?;
         if messages.is_empty() {
             return Err(ServiceError::InvalidRequest(
                 "send 1 to 1000 messages".into(),
@@ -339,9 +332,8 @@ impl Engine {
         messages: Vec<MessageInput>,
     ) -> Result<Vec<MessageReceipt>, ServiceError> {
         let mut scope = scope.clone();
-        bind_agent(who, &mut scope.agent)?;
+        admit_write(who, &mut scope, Operation::WriteMessages)?;
         let scope = &scope;
-        admit(who, scope, Operation::WriteMessages)?;
         let receipts = self.ingestor.record_messages(scope, messages).await?;
         self.note_written(receipts.iter().filter(|r| r.created).count() as u64);
         Ok(receipts)
