@@ -181,6 +181,10 @@ pub enum KindArg {
     Chunk,
     Message,
     Memory,
+    Entity,
+    Preference,
+    Fact,
+    Trace,
 }
 
 impl From<KindArg> for PointKind {
@@ -189,6 +193,10 @@ impl From<KindArg> for PointKind {
             KindArg::Chunk => PointKind::Chunk,
             KindArg::Message => PointKind::Message,
             KindArg::Memory => PointKind::Memory,
+            KindArg::Entity => PointKind::Entity,
+            KindArg::Preference => PointKind::Preference,
+            KindArg::Fact => PointKind::Fact,
+            KindArg::Trace => PointKind::Trace,
         }
     }
 }
@@ -221,6 +229,9 @@ pub struct FiltersArg {
     /// Only these kinds (at most 16).
     #[serde(default)]
     pub kinds: Option<Vec<KindArg>>,
+    /// Also recall superseded, expired and invalidated facts and merged entities.
+    #[serde(default)]
+    pub include_history: bool,
 }
 
 impl From<FiltersArg> for RecallFilters {
@@ -234,6 +245,7 @@ impl From<FiltersArg> for RecallFilters {
             since: f.since,
             until: f.until,
             kinds: f.kinds.map(|k| k.into_iter().map(Into::into).collect()),
+            include_history: f.include_history,
         }
     }
 }

@@ -129,13 +129,8 @@ impl MessageInput {
             cairn_models::scope::validate_component("turn_id", t)
                 .map_err(|e| IngestError::InvalidInput(e.to_string()))?;
         }
-        if self.content.trim().is_empty() {
-            return Err(IngestError::InvalidInput(format!(
-                "empty {} message in conversation {}",
-                self.role.as_str(),
-                self.conversation_id
-            )));
-        }
+        // Empty content is a message too (a user may send nothing): it is stored verbatim
+        // and counted, but has no vectors, since there is nothing to find it by.
         if let Some(ts) = &self.ts {
             ts.to_millis()?;
         }

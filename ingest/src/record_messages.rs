@@ -204,7 +204,24 @@ impl Ingestor {
             to_write.push((*id, p));
         }
         if !to_write.is_empty() {
-            let vectors = self.embedder.embed_documents(texts.clone()).await?;
+            // Only messages with content are embedded; an empty one is stored without
+            // vectors (nothing to search it by).
+            let to_embed: Vec<String> = texts
+                .iter()
+                .filter(|t| !t.trim().is_empty())
+                .cloned()
+                .collect();
+            let mut embedded = self.embedder.embed_documents(to_embed).await?.into_iter();
+            let vectors: Vec<Option<Vec<f32>>> = texts
+                .iter()
+                .map(|t| {
+                    if t.trim().is_empty() {
+                        None
+                    } else {
+                        embedded.next()
+                    }
+                })
+                .collect();
             let conversations: std::collections::BTreeSet<String> = to_write
                 .iter()
                 .filter_map(|(_, p)| p.conversation_id.clone())
@@ -215,8 +232,8 @@ impl Ingestor {
                 .zip(texts)
                 .map(|(((id, payload), v), text)| UpsertPoint {
                     id,
-                    dense: Some(v),
-                    bm25_text: Some(text),
+                    bm25_text: v.as_ref().map(|_| text),
+                    dense: v,
                     payload,
                 })
                 .collect();

@@ -30,7 +30,8 @@ pub enum ModelError {
     /// A reference that does not follow the grammar (see [`crate::refs`]).
     #[error(
         "invalid ref {value:?}: expected doc:<id>[#<chunk>], msg:<conversation>/<seq>, \
-         conv:<id>, turn:<id>, evt:<id>, cand:<id> or mem:<id>"
+         conv:<id>, turn:<id>, evt:<id>, cand:<id>, mem:<id>, ent:<id>, pref:<id>, fact:<id>, \
+         rel:<id> or trace:<id>"
     )]
     InvalidRef { value: String },
 }

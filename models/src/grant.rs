@@ -32,13 +32,18 @@ pub enum Operation {
     DecideCandidates,
     /// Forget evidence and what derives from it.
     Forget,
+    /// Store entities, preferences, facts and relationships; merge entities; declare
+    /// predicates.
+    WriteKnowledge,
+    /// Record reasoning traces, their steps and tool calls.
+    WriteTraces,
     /// Create, suspend, revoke and restore grants (never granted to an agent).
     ManageGrants,
 }
 
 impl Operation {
     /// Every operation an agent can be granted.
-    pub const GRANTABLE: [Operation; 8] = [
+    pub const GRANTABLE: [Operation; 10] = [
         Operation::Recall,
         Operation::Read,
         Operation::WriteDocuments,
@@ -47,6 +52,8 @@ impl Operation {
         Operation::Propose,
         Operation::DecideCandidates,
         Operation::Forget,
+        Operation::WriteKnowledge,
+        Operation::WriteTraces,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -59,6 +66,8 @@ impl Operation {
             Operation::Propose => "propose",
             Operation::DecideCandidates => "decide_candidates",
             Operation::Forget => "forget",
+            Operation::WriteKnowledge => "write_knowledge",
+            Operation::WriteTraces => "write_traces",
             Operation::ManageGrants => "manage_grants",
         }
     }
@@ -71,8 +80,9 @@ impl Operation {
 pub enum GrantPreset {
     /// A third-party agent: only `propose` (what a `proposer` API key may do).
     Proposer,
-    /// An assistant that reads memory and records its own turns: `recall`, `read`,
-    /// `complete_turn`, `write_messages`, `propose`.
+    /// An assistant that reads memory and records its own turns and reasoning: `recall`,
+    /// `read`, `complete_turn`, `write_messages`, `write_traces`, `propose`. Knowledge it
+    /// learns goes through the review queue (`propose`), never straight into facts.
     Assistant,
     /// Everything an agent can be granted.
     Trusted,
@@ -87,6 +97,7 @@ impl GrantPreset {
                 Operation::Read,
                 Operation::CompleteTurn,
                 Operation::WriteMessages,
+                Operation::WriteTraces,
                 Operation::Propose,
             ],
             GrantPreset::Trusted => Operation::GRANTABLE.to_vec(),
@@ -216,6 +227,6 @@ mod tests {
             serde_json::to_value(Operation::WriteDocuments).unwrap(),
             serde_json::json!("write_documents")
         );
-        assert_eq!(ops.len(), 8);
+        assert_eq!(ops.len(), 10);
     }
 }

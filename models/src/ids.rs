@@ -146,6 +146,84 @@ pub fn memory_point_id(partition: &Partition, candidate_id: &str) -> Uuid {
     record_point_id("memory", partition, candidate_id)
 }
 
+/// Id (and point id) of the entity named `name` (normalized) of type `entity_type` in
+/// `partition`: the same entity written twice is one record.
+pub fn entity_id(partition: &Partition, name: &str, entity_type: &str) -> Uuid {
+    record_point_id(
+        "entity",
+        partition,
+        &format!("{}\0{entity_type}", crate::knowledge::normalize_name(name)),
+    )
+}
+
+/// Id of a preference: its category and text (normalized).
+pub fn preference_id(partition: &Partition, category: &str, preference: &str) -> Uuid {
+    record_point_id(
+        "preference",
+        partition,
+        &format!(
+            "{}\0{}",
+            crate::knowledge::normalize_name(category),
+            crate::knowledge::normalize_name(preference)
+        ),
+    )
+}
+
+/// Id of a fact: its triple (subject and object normalized, the predicate canonical) and
+/// the start of its validity.
+pub fn fact_id(
+    partition: &Partition,
+    subject: &str,
+    predicate: &str,
+    object: &str,
+    valid_from: Option<i64>,
+) -> Uuid {
+    use crate::knowledge::{normalize_name, normalize_predicate};
+    record_point_id(
+        "fact",
+        partition,
+        &format!(
+            "{}\0{}\0{}\0{}",
+            normalize_name(subject),
+            normalize_predicate(predicate),
+            normalize_name(object),
+            valid_from.map(|v| v.to_string()).unwrap_or_default()
+        ),
+    )
+}
+
+/// Id of the relationship `source -[type]-> target` (the type canonical).
+pub fn relationship_id(partition: &Partition, source: &str, rel_type: &str, target: &str) -> Uuid {
+    record_point_id(
+        "relationship",
+        partition,
+        &format!(
+            "{source}\0{}\0{target}",
+            crate::knowledge::normalize_predicate(rel_type)
+        ),
+    )
+}
+
+/// Point id of the declaration of predicate `name` (canonical).
+pub fn predicate_record_id(partition: &Partition, name: &str) -> Uuid {
+    record_point_id("predicate", partition, name)
+}
+
+/// Id of a trace the caller named with its own key.
+pub fn trace_id(partition: &Partition, key: &str) -> Uuid {
+    record_point_id("trace", partition, key)
+}
+
+/// Id of step `n` of a trace.
+pub fn step_id(partition: &Partition, trace_id: &str, n: u32) -> Uuid {
+    record_point_id("step", partition, &format!("{trace_id}\0{n}"))
+}
+
+/// Id of tool call `n` of a step.
+pub fn tool_call_id(partition: &Partition, step_id: &str, n: u32) -> Uuid {
+    record_point_id("tool_call", partition, &format!("{step_id}\0{n}"))
+}
+
 /// Point id of the receipt of a forget of `forgotten` in `partition` (keyed by the ref as
 /// printed, so `doc:<id>` and `doc:<id>#<n>` have separate receipts).
 pub fn forget_receipt_id(partition: &Partition, forgotten: &Ref) -> Uuid {

@@ -9,6 +9,8 @@
 //! - [`pack`]: the MemoryPack and the `agent-turn-v1` envelope returned by recall.
 //! - [`limits`]: caps on what a caller may store, and canonical JSON for digests.
 //! - [`error`]: the error classification every crate maps its errors onto.
+//! - [`knowledge`]: knowledge memory (entities, preferences, facts, relationships) and
+//!   reasoning memory (traces, steps, tool calls).
 //! - [`grant`]: agent grants (operations, status, history) and agent keys.
 //! - [`failpoint`]: named crash points for the crash-consistency tests.
 
@@ -16,6 +18,7 @@ pub mod error;
 pub mod failpoint;
 pub mod grant;
 pub mod ids;
+pub mod knowledge;
 pub mod limits;
 pub mod pack;
 pub mod record;

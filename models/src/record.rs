@@ -109,6 +109,22 @@ pub enum PointKind {
     Forget,
     /// An agent grant (operations, status, the hash of the agent's key; not searchable).
     Grant,
+    /// A knowledge entity (`ent:<id>`, searchable by name and description).
+    Entity,
+    /// A user preference (`pref:<id>`, searchable).
+    Preference,
+    /// A subject–predicate–object fact (`fact:<id>`, searchable).
+    Fact,
+    /// A typed edge between two entities (`rel:<id>`; not searchable).
+    Relationship,
+    /// A declared predicate and its cardinality (internal `pred:<name>`; not searchable).
+    Predicate,
+    /// A reasoning trace (`trace:<id>`, searchable by task).
+    Trace,
+    /// One step of a trace (cited as its trace; not searchable).
+    Step,
+    /// One tool call of a step (cited as its trace; not searchable).
+    ToolCall,
 }
 
 impl PointKind {
@@ -124,6 +140,14 @@ impl PointKind {
             PointKind::Conversation => "conversation",
             PointKind::Forget => "forget",
             PointKind::Grant => "grant",
+            PointKind::Entity => "entity",
+            PointKind::Preference => "preference",
+            PointKind::Fact => "fact",
+            PointKind::Relationship => "relationship",
+            PointKind::Predicate => "predicate",
+            PointKind::Trace => "trace",
+            PointKind::Step => "step",
+            PointKind::ToolCall => "tool_call",
         }
     }
 
@@ -131,7 +155,13 @@ impl PointKind {
     pub fn searchable(self) -> bool {
         matches!(
             self,
-            PointKind::Chunk | PointKind::Message | PointKind::Memory
+            PointKind::Chunk
+                | PointKind::Message
+                | PointKind::Memory
+                | PointKind::Entity
+                | PointKind::Preference
+                | PointKind::Fact
+                | PointKind::Trace
         )
     }
 }
@@ -198,6 +228,10 @@ pub struct StoredPoint {
     /// forget receipt, a turn message's links...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<crate::state::RecordState>,
+    /// Exact-match lookup keys of a knowledge or reasoning record (an entity's names, a
+    /// fact's subject and predicate, a step's trace...), see [`crate::knowledge::key`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<Vec<String>>,
 }
 
 impl StoredPoint {
@@ -230,6 +264,7 @@ impl StoredPoint {
             media_type: None,
             metadata: None,
             state: None,
+            keys: None,
         }
     }
 
@@ -257,6 +292,18 @@ impl StoredPoint {
             PointKind::Memory => Ref::mem(or_unknown(&self.doc_id)),
             PointKind::Conversation => Ref::conv(or_unknown(&self.conversation_id)),
             PointKind::Grant => Ref::Grant(self.agent.clone()),
+            PointKind::Entity => Ref::Ent(or_unknown(&self.doc_id)),
+            PointKind::Preference => Ref::Pref(or_unknown(&self.doc_id)),
+            PointKind::Fact => Ref::Fact(or_unknown(&self.doc_id)),
+            PointKind::Relationship => Ref::Rel(or_unknown(&self.doc_id)),
+            PointKind::Predicate => Ref::Pred(or_unknown(&self.doc_id)),
+            PointKind::Trace => Ref::Trace(or_unknown(&self.doc_id)),
+            // A step and a tool call are cited as the trace they belong to.
+            PointKind::Step | PointKind::ToolCall => Ref::Trace(match &self.state {
+                Some(crate::state::RecordState::Step(s)) => s.trace_id.clone(),
+                Some(crate::state::RecordState::ToolCall(c)) => c.trace_id.clone(),
+                _ => "?".to_string(),
+            }),
             PointKind::Forget => Ref::forget(
                 self.source
                     .as_deref()
@@ -270,10 +317,16 @@ impl StoredPoint {
 impl StoredPoint {
     /// The text this point's dense vector was computed from (before the model's document
     /// prefix): a chunk's heading path, a blank line and its text; a message's speaker, `: `
-    /// and its content; otherwise the text. Must agree with what the write path embeds
+    /// and its content; a trace's task; otherwise the text. Must agree with what the write path embeds
     /// (`ingest::Chunk::embedding_text`, `Ingestor::record_messages`), because forgetting
     /// uses it to purge cached vectors.
     pub fn embedded_text(&self) -> Option<String> {
+        if let (PointKind::Trace, Some(crate::state::RecordState::Trace(t))) =
+            (self.kind, &self.state)
+        {
+            // A trace is embedded by its task alone (similar traces are similar tasks).
+            return Some(t.task.clone());
+        }
         let text = self.text.as_ref()?;
         Some(match (self.kind, &self.heading, &self.speaker) {
             (PointKind::Chunk, Some(h), _) => format!("{h}\n\n{text}"),

@@ -12,7 +12,13 @@
 //! cand:<id>             a candidate memory
 //! mem:<id>              an approved memory (same id as its candidate)
 //! forget:<ref>          the receipt of a forget of <ref> (internal: never a caller's ref)
-//! grant:<agent>          an agent's grant (internal: never a caller's ref)
+//! grant:<agent>         an agent's grant (internal: never a caller's ref)
+//! ent:<id>              a knowledge entity
+//! pref:<id>             a preference
+//! fact:<id>             a fact
+//! rel:<id>              a relationship between entities
+//! trace:<id>            a reasoning trace (with its steps and tool calls)
+//! pred:<name>           a predicate declaration (internal: never a caller's ref)
 //! ```
 //!
 //! Ids, conversations and turn ids are scope components (`[A-Za-z0-9_.-]+`, at most
@@ -50,6 +56,18 @@ pub enum Ref {
     /// The grant of an agent (`grant:<agent>`). Internal, like `forget:`: it names a record
     /// of the access policy, never memory a caller can cite or forget.
     Grant(String),
+    /// A knowledge entity.
+    Ent(String),
+    /// A preference.
+    Pref(String),
+    /// A fact.
+    Fact(String),
+    /// A relationship between entities.
+    Rel(String),
+    /// A reasoning trace.
+    Trace(String),
+    /// A predicate declaration (internal, like `grant:`).
+    Pred(String),
 }
 
 fn component(field: &'static str, value: &str) -> Result<String, ModelError> {
@@ -122,6 +140,7 @@ impl Ref {
     pub fn parse(s: &str) -> Result<Ref, ModelError> {
         match s.split_once(':') {
             Some(("grant", rest)) => Ok(Ref::Grant(component("agent", rest)?)),
+            Some(("pred", rest)) => Ok(Ref::Pred(component("predicate", rest)?)),
             Some(("forget", rest)) => match parse_plain(rest, s)? {
                 Ref::Forget(_) => Err(invalid(s)),
                 inner => Ok(Ref::Forget(Box::new(inner))),
@@ -139,6 +158,11 @@ impl Ref {
     /// Whether a candidate may cite this as evidence (documents, messages, events).
     pub fn is_evidence(&self) -> bool {
         matches!(self, Ref::Doc { .. } | Ref::Msg { .. } | Ref::Evt(_))
+    }
+
+    /// Whether a fact may cite this as evidence (documents, messages, events, other facts).
+    pub fn is_fact_evidence(&self) -> bool {
+        self.is_evidence() || matches!(self, Ref::Fact(_))
     }
 }
 
@@ -175,6 +199,11 @@ fn parse_plain(s: &str, whole: &str) -> Result<Ref, ModelError> {
         "evt" => Ref::Evt(component("event_id", rest)?),
         "cand" => Ref::Cand(component("candidate_id", rest)?),
         "mem" => Ref::Mem(component("memory_id", rest)?),
+        "ent" => Ref::Ent(component("entity_id", rest)?),
+        "pref" => Ref::Pref(component("preference_id", rest)?),
+        "fact" => Ref::Fact(component("fact_id", rest)?),
+        "rel" => Ref::Rel(component("relationship_id", rest)?),
+        "trace" => Ref::Trace(component("trace_id", rest)?),
         _ => return Err(bad()),
     })
 }
@@ -206,6 +235,12 @@ impl fmt::Display for Ref {
             Ref::Mem(m) => write!(f, "mem:{m}"),
             Ref::Forget(r) => write!(f, "forget:{r}"),
             Ref::Grant(a) => write!(f, "grant:{a}"),
+            Ref::Ent(id) => write!(f, "ent:{id}"),
+            Ref::Pref(id) => write!(f, "pref:{id}"),
+            Ref::Fact(id) => write!(f, "fact:{id}"),
+            Ref::Rel(id) => write!(f, "rel:{id}"),
+            Ref::Trace(id) => write!(f, "trace:{id}"),
+            Ref::Pred(name) => write!(f, "pred:{name}"),
         }
     }
 }
@@ -229,7 +264,8 @@ mod tests {
     use proptest::prelude::*;
 
     const EXPECTED: &str = "expected doc:<id>[#<chunk>], msg:<conversation>/<seq>, conv:<id>, \
-                            turn:<id>, evt:<id>, cand:<id> or mem:<id>";
+                            turn:<id>, evt:<id>, cand:<id>, mem:<id>, ent:<id>, pref:<id>, \
+                            fact:<id>, rel:<id> or trace:<id>";
 
     #[test]
     fn parses_and_prints_every_form() {
@@ -244,6 +280,12 @@ mod tests {
             "mem:abc",
             "forget:doc:a#3",
             "forget:msg:c/2",
+            "ent:4f6b0a1e-1c2d-4e5f-8a9b-0c1d2e3f4a5b",
+            "pref:p1",
+            "fact:f1",
+            "rel:r1",
+            "trace:t1",
+            "forget:fact:f1",
         ] {
             assert_eq!(Ref::parse(s).unwrap().to_string(), s);
             assert_eq!(s.parse::<Ref>().unwrap().to_string(), s);

@@ -33,6 +33,22 @@ pub enum RecordState {
     Forget(ForgetState),
     /// An agent grant (`PointKind::Grant`).
     Grant(crate::grant::GrantState),
+    /// A knowledge entity (`PointKind::Entity`).
+    Entity(crate::knowledge::Entity),
+    /// A preference (`PointKind::Preference`).
+    Preference(crate::knowledge::Preference),
+    /// A fact (`PointKind::Fact`).
+    Fact(crate::knowledge::Fact),
+    /// A relationship (`PointKind::Relationship`).
+    Relationship(crate::knowledge::Relationship),
+    /// A predicate declaration (`PointKind::Predicate`).
+    Predicate(crate::knowledge::Predicate),
+    /// A reasoning trace (`PointKind::Trace`).
+    Trace(crate::knowledge::Trace),
+    /// A step of a trace (`PointKind::Step`).
+    Step(crate::knowledge::Step),
+    /// A tool call of a step (`PointKind::ToolCall`).
+    ToolCall(crate::knowledge::ToolCall),
 }
 
 /// Review status of a candidate.

@@ -23,8 +23,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use cairn_embed::Embedder;
-use cairn_models::ids::document_record_id;
-use cairn_models::{ErrorKind, MemoryPack, PointKind, Scope, SelectionReason, TrustOrigin};
+use cairn_models::ids::{document_record_id, predicate_record_id};
+use cairn_models::knowledge::{key, normalize_name, normalize_predicate, Cardinality, Fact};
+use cairn_models::{
+    ErrorKind, MemoryPack, PointKind, RecordState, Scope, SelectionReason, StoredPoint, TrustOrigin,
+};
 use cairn_store::{Filter, Hit, MemoryStore, SearchMode, SearchRequest};
 use fusion::{FusionParams, IdentifierLeg, Legs};
 use uuid::Uuid;
@@ -121,10 +124,25 @@ pub struct RecallFilters {
     /// Only memories at or before this time (epoch ms).
     #[serde(default)]
     pub until: Option<i64>,
-    /// Only documents (`chunk`), messages (`message`) or approved memories (`memory`).
+    /// Only these kinds: documents (`chunk`), messages (`message`), approved memories
+    /// (`memory`), entities, preferences, facts, traces. Default: all of them.
     #[serde(default)]
     pub kinds: Option<Vec<PointKind>>,
+    /// Also recall history: superseded, expired and invalidated facts, merged entities.
+    #[serde(default)]
+    pub include_history: bool,
 }
+
+/// The kinds recall searches when the caller names none.
+pub const DEFAULT_KINDS: [PointKind; 7] = [
+    PointKind::Chunk,
+    PointKind::Message,
+    PointKind::Memory,
+    PointKind::Entity,
+    PointKind::Preference,
+    PointKind::Fact,
+    PointKind::Trace,
+];
 
 impl RecallFilters {
     fn to_filter(&self) -> Filter {
@@ -134,9 +152,15 @@ impl RecallFilters {
                 .filter(|k| k.searchable())
                 .map(|k| k.as_str().to_string())
                 .collect(),
-            None => vec!["chunk".into(), "message".into(), "memory".into()],
+            None => DEFAULT_KINDS
+                .iter()
+                .map(|k| k.as_str().to_string())
+                .collect(),
         };
         let mut f = Filter::new().any_of("kind", kinds);
+        if !self.include_history {
+            f = f.not_eq("keys", key::INACTIVE);
+        }
         if let Some(a) = &self.agent {
             f = f.eq("agent", a.as_str());
         }
@@ -160,6 +184,21 @@ impl RecallFilters {
             );
         }
         f
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The fact a point holds, if it is one.
+pub fn fact_of(p: &StoredPoint) -> Option<&Fact> {
+    match (&p.kind, &p.state) {
+        (PointKind::Fact, Some(RecordState::Fact(f))) => Some(f),
+        _ => None,
     }
 }
 
@@ -240,6 +279,7 @@ impl Recaller {
     pub async fn recall(&self, req: &RecallRequest) -> Result<MemoryPack, RecallError> {
         let budget = self.check(req)?;
         let ranked = self.retrieve(req).await?;
+        let (mut siblings, multi_valued) = self.fact_siblings(req, &ranked).await?;
         // Selection (dedup and MMR, quadratic in the pool) and the pack (tokenizing every
         // candidate, conflict frames) are CPU work of milliseconds to tens of them: on the
         // blocking pool, so they never hold an async worker that other requests need.
@@ -255,20 +295,40 @@ impl Recaller {
             let selected = this.select(ranked);
             let identifiers = query::identifiers(&query, this.config.max_identifiers);
             let aspects = query::aspects(&query, &identifiers);
-            let items: Vec<PackItem> = selected
-                .into_iter()
-                .map(|r| PackItem {
+            let mut items: Vec<PackItem> = Vec::new();
+            let mut seen: HashSet<Uuid> = selected.iter().map(|r| r.hit.id).collect();
+            for r in selected {
+                let id = r.hit.id;
+                let reason = r.reason.clone();
+                items.push(PackItem {
                     reference: r.hit.point.reference(),
                     point: r.hit.point,
                     reason: r.reason,
-                })
-                .collect();
+                });
+                // A fact's open conflicts travel with it: both sides are shown, always.
+                for sib in siblings.remove(&id).unwrap_or_default() {
+                    if seen.insert(sib.id) {
+                        items.push(PackItem {
+                            reference: sib.point.reference(),
+                            point: sib.point,
+                            reason: SelectionReason {
+                                dense_rank: None,
+                                sparse_rank: None,
+                                dense_score: None,
+                                identifier_hits: Vec::new(),
+                                fused_score: reason.fused_score,
+                            },
+                        });
+                    }
+                }
+            }
             let input = PackInput {
                 partition: &partition,
                 query: &query,
                 aspects: &aspects,
                 budget,
                 anything_relevant,
+                multi_valued: &multi_valued,
             };
             build_pack(&input, &items, this.embedder.tokenizer())
         })
@@ -371,7 +431,91 @@ impl Recaller {
             .collect();
         // Keeps the fused order (best first, ties by id).
         self.drop_superseded(&partition, &mut ranked).await?;
+        if !req.filters.include_history {
+            // Facts that do not hold now (outside their validity window) are history.
+            let now = now_ms();
+            ranked.retain(|r| fact_of(&r.hit.point).is_none_or(|f| f.holds_at(now)));
+        }
         Ok(ranked)
+    }
+
+    /// For the relevant facts among `ranked`: the other current facts with the same subject
+    /// and predicate, a different object and an overlapping validity (an open conflict),
+    /// by the fact's point id; and the predicates declared multi-valued (whose facts never
+    /// conflict).
+    async fn fact_siblings(
+        &self,
+        req: &RecallRequest,
+        ranked: &[Ranked],
+    ) -> Result<(HashMap<Uuid, Vec<Hit>>, HashSet<String>), RecallError> {
+        let mut out: HashMap<Uuid, Vec<Hit>> = HashMap::new();
+        let facts: Vec<(Uuid, &Fact)> = ranked
+            .iter()
+            .filter(|r| r.relevant)
+            .take(self.config.max_items.max(1) * 4)
+            .filter_map(|r| fact_of(&r.hit.point).map(|f| (r.hit.id, f)))
+            .collect();
+        if facts.is_empty() {
+            return Ok((out, HashSet::new()));
+        }
+        let partition = req.scope.partition();
+        let predicates: HashSet<String> = facts
+            .iter()
+            .map(|(_, f)| normalize_predicate(&f.predicate))
+            .collect();
+        let ids: Vec<Uuid> = predicates
+            .iter()
+            .map(|p| predicate_record_id(&partition, p))
+            .collect();
+        let multi: HashSet<String> = self
+            .store
+            .retrieve(&partition, &ids, false)
+            .await?
+            .into_iter()
+            .filter_map(|h| match h.point.state {
+                Some(RecordState::Predicate(p)) if p.cardinality == Cardinality::Multi => {
+                    Some(p.name)
+                }
+                _ => None,
+            })
+            .collect();
+        let keys: Vec<String> = facts
+            .iter()
+            .filter(|(_, f)| !multi.contains(&normalize_predicate(&f.predicate)))
+            .map(|(_, f)| key::subject_predicate(&f.subject, &f.predicate))
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        if keys.is_empty() {
+            return Ok((out, multi));
+        }
+        let filter = Filter::new()
+            .eq("kind", PointKind::Fact.as_str())
+            .any_of("keys", keys)
+            .not_eq("keys", key::INACTIVE);
+        let candidates = self.store.scroll_all(&partition, filter).await?;
+        let now = now_ms();
+        for (id, f) in facts {
+            let sibs: Vec<Hit> = candidates
+                .iter()
+                .filter(|h| {
+                    fact_of(&h.point).is_some_and(|g| {
+                        g.id != f.id
+                            && normalize_name(&g.subject) == normalize_name(&f.subject)
+                            && normalize_predicate(&g.predicate)
+                                == normalize_predicate(&f.predicate)
+                            && normalize_name(&g.object) != normalize_name(&f.object)
+                            && g.overlaps(f)
+                            && (req.filters.include_history || g.holds_at(now))
+                    })
+                })
+                .cloned()
+                .collect();
+            if !sibs.is_empty() {
+                out.insert(id, sibs);
+            }
+        }
+        Ok((out, multi))
     }
 
     /// Drops chunks whose document id is not the current version of their source (a reader

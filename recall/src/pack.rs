@@ -91,6 +91,8 @@ pub struct PackInput<'a> {
     pub budget: usize,
     /// False when nothing passed the relevance gate (coverage is then `none`).
     pub anything_relevant: bool,
+    /// Canonical predicates declared multi-valued: their facts never conflict.
+    pub multi_valued: &'a HashSet<String>,
 }
 
 struct Included {
@@ -232,7 +234,13 @@ pub fn build_pack(
         if let Some((inc, total)) = accepted {
             included.push(inc);
             let refs: Vec<&Included> = included.iter().collect();
-            conflicts_from(items, &refs, refs.len() - 1, &mut base_conflicts);
+            conflicts_from(
+                items,
+                &refs,
+                refs.len() - 1,
+                input.multi_valued,
+                &mut base_conflicts,
+            );
             if input.budget - total < MIN_ITEM_TOKENS {
                 break;
             }
@@ -305,7 +313,7 @@ fn fixed_tokens(
     // Conflicts among the first `from` items are known (`base_conflicts`); only pairs with
     // the items after them are checked.
     let mut conflicts = base_conflicts.to_vec();
-    conflicts_from(items, trial, from, &mut conflicts);
+    conflicts_from(items, trial, from, input.multi_valued, &mut conflicts);
     let (coverage, unknowns) = assess(input, trial, &conflicts);
     let cites: Vec<String> = trial
         .iter()
@@ -364,10 +372,50 @@ fn citation(n: u32, item: &PackItem) -> Citation {
     }
 }
 
-fn detect_conflicts(items: &[PackItem], included: &[&Included]) -> Vec<Conflict> {
+fn detect_conflicts(
+    items: &[PackItem],
+    included: &[&Included],
+    multi: &HashSet<String>,
+) -> Vec<Conflict> {
     let mut out = Vec::new();
-    conflicts_from(items, included, 0, &mut out);
+    conflicts_from(items, included, 0, multi, &mut out);
     out
+}
+
+/// The conflict between two facts: the same subject and predicate (not multi-valued),
+/// different objects, overlapping validity. Facts are compared by their structure only.
+fn fact_conflict(
+    (i, a): (usize, &StoredPoint),
+    (j, b): (usize, &StoredPoint),
+    multi: &HashSet<String>,
+) -> Option<Conflict> {
+    use cairn_models::knowledge::{normalize_name, normalize_predicate};
+    let fa = crate::fact_of(a)?;
+    let fb = crate::fact_of(b)?;
+    let predicate = normalize_predicate(&fa.predicate);
+    if normalize_name(&fa.subject) != normalize_name(&fb.subject)
+        || predicate != normalize_predicate(&fb.predicate)
+        || multi.contains(&predicate)
+        || normalize_name(&fa.object) == normalize_name(&fb.object)
+        || !fa.overlaps(fb)
+    {
+        return None;
+    }
+    let side = |n: usize, p: &StoredPoint, f: &cairn_models::knowledge::Fact| ConflictSide {
+        citation: (n + 1) as u32,
+        statement: f.text(),
+        value: f.object.clone(),
+        timestamp: p.ts,
+        trust_origin: p.trust,
+    };
+    Some(Conflict {
+        topic: format!(
+            "{} {} _",
+            normalize_name(&fa.subject),
+            predicate.replace('_', " ")
+        ),
+        sides: vec![side(i, a, fa), side(j, b, fb)],
+    })
 }
 
 /// Appends the conflicts between item `j >= from` and any earlier item `i < j`, up to
@@ -376,10 +424,21 @@ fn conflicts_from(
     items: &[PackItem],
     included: &[&Included],
     from: usize,
+    multi: &HashSet<String>,
     out: &mut Vec<Conflict>,
 ) {
     for (j, b) in included.iter().enumerate().skip(from) {
         for (i, a) in included.iter().enumerate().take(j) {
+            let (pa, pb) = (&items[a.item_idx].point, &items[b.item_idx].point);
+            if pa.kind == PointKind::Fact && pb.kind == PointKind::Fact {
+                if out.len() >= MAX_CONFLICTS {
+                    return;
+                }
+                if let Some(c) = fact_conflict((i, pa), (j, pb), multi) {
+                    out.push(c);
+                }
+                continue;
+            }
             let mut topics: HashSet<String> = HashSet::new();
             for fa in &a.frames {
                 for fb in &b.frames {
@@ -484,7 +543,7 @@ fn render_full(
     items: &[PackItem],
     included: &[&Included],
 ) -> (String, Vec<Conflict>, Coverage, Vec<String>) {
-    let conflicts = detect_conflicts(items, included);
+    let conflicts = detect_conflicts(items, included, input.multi_valued);
     let (coverage, unknowns) = assess(input, included, &conflicts);
     let blocks: Vec<String> = included
         .iter()
@@ -607,6 +666,9 @@ fn item_label(n: u32, item: &PackItem, truncated: bool) -> String {
             if let Some(s) = &p.speaker {
                 label.push(format!("speaker {}", quote_inline(s)));
             }
+        }
+        PointKind::Entity | PointKind::Preference | PointKind::Fact | PointKind::Trace => {
+            label.push(p.kind.as_str().to_string());
         }
         _ => {
             if let Some(s) = &p.source {

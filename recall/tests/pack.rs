@@ -80,6 +80,7 @@ fn markdown_snapshot() {
         aspects: &asp,
         budget: 600,
         anything_relevant: true,
+        multi_valued: &Default::default(),
     };
     let pack = build_pack(&input, &items, e.tokenizer());
     assert!(pack.token_count <= 600);
@@ -103,6 +104,7 @@ fn small_budgets_cut_at_sentence_boundaries() {
         aspects: &[],
         budget: 200,
         anything_relevant: true,
+        multi_valued: &Default::default(),
     };
     let pack = build_pack(&input, &items, e.tokenizer());
     assert!(pack.token_count <= 200);
@@ -137,7 +139,7 @@ proptest! {
             .collect();
         let ids = identifiers(&query, 8);
         let asp = aspects(&query, &ids);
-        let input = PackInput { partition: &partition(), query: &query, aspects: &asp, budget, anything_relevant: relevant };
+        let input = PackInput { partition: &partition(), query: &query, aspects: &asp, budget, anything_relevant: relevant, multi_valued: &Default::default() };
         let pack = build_pack(&input, &items, e.tokenizer());
         prop_assert!(pack.token_count <= budget, "{} > {}", pack.token_count, budget);
         prop_assert_eq!(pack.token_count, e.tokenizer().count(&pack.context_markdown));

@@ -36,6 +36,10 @@ pub struct Engine {
     /// (`Ingestor::lock_commits`, taken by forgetting a document). An ingest takes only the
     /// commit lock, and turn completion only `turn_lock` (then the ingestor's message lock).
     pub(crate) review_lock: Mutex<()>,
+    /// Serializes knowledge and reasoning writes that read before they write (fact
+    /// supersession, entity merges, step and tool call numbering). Taken after
+    /// `review_lock` (a forget holds both).
+    pub(crate) knowledge_lock: Mutex<()>,
     /// What `prepare` selected per (scope, turn id), for `complete`'s REFERS_TO links. Kept in
     /// memory only (prepare persists nothing) and bounded.
     pub(crate) prepared: Mutex<PreparedTurns>,
@@ -198,6 +202,7 @@ impl Engine {
             recaller,
             turn_lock: Mutex::new(()),
             review_lock: Mutex::new(()),
+            knowledge_lock: Mutex::new(()),
             prepared: Mutex::new(PreparedTurns::default()),
             nonces: Mutex::new(Default::default()),
             written_since_optimize: AtomicU64::new(0),

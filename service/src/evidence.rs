@@ -41,8 +41,23 @@ pub(crate) async fn exists(
             .retrieve(partition, &[event_record_id(partition, id)], false)
             .await?
             .is_empty(),
+        Ref::Fact(id) => {
+            let Ok(point) = uuid::Uuid::parse_str(id) else {
+                return Ok(false);
+            };
+            store
+                .retrieve(partition, &[point], false)
+                .await?
+                .iter()
+                .any(|h| h.point.kind == PointKind::Fact)
+        }
         Ref::Conv(_)
         | Ref::Turn(_)
+        | Ref::Ent(_)
+        | Ref::Pref(_)
+        | Ref::Rel(_)
+        | Ref::Trace(_)
+        | Ref::Pred(_)
         | Ref::Cand(_)
         | Ref::Mem(_)
         | Ref::Forget(_)

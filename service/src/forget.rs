@@ -24,6 +24,7 @@ use std::collections::{BTreeSet, HashSet};
 
 use cairn_ingest::catalog::{self, CommitGuard, DocumentEvidence};
 use cairn_models::ids::{event_record_id, forget_receipt_id, turn_record_id};
+use cairn_models::knowledge;
 use cairn_models::state::{ForgetState, RecordState};
 use cairn_models::{
     failpoint, DocumentInfo, ModelError, Partition, PointKind, Ref, Scope, StoredPoint,
@@ -241,6 +242,9 @@ enum Evidence<'a> {
     },
     Messages(Vec<Hit>),
     Event(uuid::Uuid),
+    /// Knowledge or reasoning records (an entity and its relationships, a trace and its
+    /// steps and tool calls, a fact, a preference, a relationship).
+    Records(Vec<Hit>),
     /// A candidate or memory: only derived data.
     None,
 }
@@ -263,6 +267,7 @@ async fn forget_inner(
     // Lock order: turns, then reviews (see Engine), then ingest commits (documents only).
     let _turns = engine.turn_lock.lock().await;
     let _reviews = engine.review_lock.lock().await;
+    let _knowledge = engine.knowledge_lock.lock().await;
 
     // 1. Find what is stored; nothing is deleted yet.
     let mut turns: BTreeSet<(String, uuid::Uuid)> = BTreeSet::new();
@@ -335,7 +340,13 @@ async fn forget_inner(
             let stored = !store.retrieve(partition, &[point], false).await?.is_empty();
             (Evidence::Event(point), stored)
         }
-        Ref::Forget(_) | Ref::Grant(_) => {
+        Ref::Ent(_) | Ref::Pref(_) | Ref::Fact(_) | Ref::Rel(_) | Ref::Trace(_) => {
+            let hits = knowledge_records(engine, partition, reference).await?;
+            removed.refs.insert(by.clone());
+            let stored = !hits.is_empty();
+            (Evidence::Records(hits), stored)
+        }
+        Ref::Forget(_) | Ref::Grant(_) | Ref::Pred(_) => {
             // Receipts and grants are internal: no caller can name one (`Ref::parse_input`).
             return Err(ModelError::InvalidRef { value: by.clone() }.into());
         }
@@ -355,8 +366,9 @@ async fn forget_inner(
         }
     };
     let plan = plan_candidates(engine, partition, &removed, hard).await?;
+    let fact_plan = plan_facts(engine, partition, &removed, hard).await?;
     let prior = load_receipt(engine, partition, reference).await?;
-    if !stored && plan.is_empty() && turns.is_empty() {
+    if !stored && plan.is_empty() && fact_plan.is_empty() && turns.is_empty() {
         // Nothing left to do: a forget that already finished (its answer may have been lost
         // to a crash or a timeout) answers what it did; an unknown ref is 404.
         return match prior {
@@ -378,6 +390,7 @@ async fn forget_inner(
         tombstone(engine, partition, &turn_id, record_id, &mut report).await?;
     }
     apply_candidates(engine, plan, &by, hard, &mut report).await?;
+    apply_facts(engine, partition, fact_plan, reference, hard, &mut report).await?;
     // What a crash from here on must not lose: the derived changes just made, and the
     // documents about to be deleted (what `DELETE /v1/documents/{id}` answers).
     let mut documents = match &evidence {
@@ -409,7 +422,7 @@ async fn forget_inner(
                     .await?;
                 purge.extend(chunks.iter().filter_map(|h| h.point.embedded_text()));
             }
-            Evidence::Messages(hits) => {
+            Evidence::Messages(hits) | Evidence::Records(hits) => {
                 purge.extend(hits.iter().filter_map(|h| h.point.embedded_text()));
             }
             Evidence::Event(_) | Evidence::None => {}
@@ -439,6 +452,14 @@ async fn forget_inner(
                 report.removed.extend(refs);
             }
         }
+        Evidence::Records(hits) => {
+            if !hits.is_empty() {
+                store
+                    .delete_ids(partition, hits.into_iter().map(|h| h.id).collect())
+                    .await?;
+                report.removed.push(by.clone());
+            }
+        }
         Evidence::Event(point) => {
             if stored {
                 store.delete_ids(partition, vec![point]).await?;
@@ -460,6 +481,126 @@ async fn forget_inner(
         }
     }
     Ok((documents, report))
+}
+
+/// The records a knowledge or reasoning ref names: the record itself and, for an entity,
+/// its relationships; for a trace, its steps and tool calls.
+async fn knowledge_records(
+    engine: &Engine,
+    partition: &Partition,
+    reference: &Ref,
+) -> Result<Vec<Hit>, ServiceError> {
+    let (kind, id, dependants) = match reference {
+        Ref::Ent(id) => (PointKind::Entity, id, Some(knowledge::key::entity(id))),
+        Ref::Trace(id) => (PointKind::Trace, id, Some(knowledge::key::trace(id))),
+        Ref::Pref(id) => (PointKind::Preference, id, None),
+        Ref::Fact(id) => (PointKind::Fact, id, None),
+        Ref::Rel(id) => (PointKind::Relationship, id, None),
+        _ => return Ok(Vec::new()),
+    };
+    let mut hits: Vec<Hit> = crate::knowledge::load_point(engine, partition, kind, id, false)
+        .await?
+        .into_iter()
+        .collect();
+    if let Some(key) = dependants {
+        // Also what is left of them after an interrupted forget (the record already gone).
+        hits.extend(
+            engine
+                .store
+                .scroll_all(partition, Filter::new().eq("keys", key))
+                .await?
+                .into_iter()
+                .filter(|h| h.point.kind != kind),
+        );
+    }
+    Ok(hits)
+}
+
+/// What to do with a fact whose evidence is (partly) forgotten.
+enum FactAction {
+    Invalidate,
+    Narrow(Vec<Ref>),
+}
+
+/// The facts citing forgotten evidence: invalidated when all of it is gone (deleted when
+/// `hard`), narrowed otherwise. Like candidates, a retry plans nothing for what is done.
+async fn plan_facts(
+    engine: &Engine,
+    partition: &Partition,
+    removed: &Removed,
+    hard: bool,
+) -> Result<Vec<(Hit, knowledge::Fact, FactAction)>, ServiceError> {
+    let mut plan = Vec::new();
+    if removed.is_empty() {
+        return Ok(plan);
+    }
+    let facts = engine
+        .store
+        .scroll_all(
+            partition,
+            Filter::new().eq("kind", PointKind::Fact.as_str()),
+        )
+        .await?;
+    for h in facts {
+        let Some(RecordState::Fact(f)) = h.point.state.clone() else {
+            continue;
+        };
+        let (gone, remaining): (Vec<Ref>, Vec<Ref>) = f
+            .evidence_refs
+            .iter()
+            .cloned()
+            .partition(|r| removed.covers(&r.to_string()));
+        if gone.is_empty() {
+            continue;
+        }
+        if remaining.is_empty() {
+            if f.status != knowledge::FactStatus::Invalidated || hard {
+                plan.push((h, f, FactAction::Invalidate));
+            }
+        } else {
+            plan.push((h, f, FactAction::Narrow(remaining)));
+        }
+    }
+    Ok(plan)
+}
+
+async fn apply_facts(
+    engine: &Engine,
+    partition: &Partition,
+    plan: Vec<(Hit, knowledge::Fact, FactAction)>,
+    by: &Ref,
+    hard: bool,
+    report: &mut ForgetReport,
+) -> Result<(), ServiceError> {
+    for (hit, mut f, action) in plan {
+        let fact_ref = Ref::Fact(f.id.clone()).to_string();
+        if !f.invalidated_by.contains(by) {
+            f.invalidated_by.push(by.clone());
+        }
+        match action {
+            FactAction::Invalidate if hard => {
+                engine.store.delete_ids(partition, vec![hit.id]).await?;
+                report.invalidated.push(fact_ref);
+                continue;
+            }
+            FactAction::Invalidate => {
+                f.status = knowledge::FactStatus::Invalidated;
+                report.invalidated.push(fact_ref);
+            }
+            FactAction::Narrow(remaining) => {
+                f.evidence_refs = remaining;
+                report.narrowed.push(fact_ref);
+            }
+        }
+        crate::knowledge::write_fact(
+            engine,
+            &crate::knowledge::scope_of(&hit.point),
+            hit.point.trust,
+            &f,
+        )
+        .await?;
+    }
+    Ok(())
 }
 
 /// The stored receipt of an earlier forget of `by` (its report and the documents it

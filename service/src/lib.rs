@@ -14,6 +14,9 @@
 //! - [`documents`], [`messages`], [`recall`]: request and response types of those operations.
 //! - [`events`], [`candidates`]: third-party evidence and the review queue.
 //! - [`forget`]: deleting evidence and what derives from it.
+//! - [`knowledge`]: entities, preferences, facts (supersession, conflicts, validity),
+//!   relationships and their traversal, entity merges.
+//! - [`reasoning`]: reasoning traces, steps, tool calls, tool statistics, similar traces.
 //! - [`grants`]: agent grants (issue, suspend, revoke, restore) and resolving agent keys.
 //! - [`schema`]: OpenAPI descriptions of the library crates' wire types.
 
@@ -26,8 +29,10 @@ pub mod events;
 mod evidence;
 pub mod forget;
 pub mod grants;
+pub mod knowledge;
 pub mod messages;
 pub mod ops;
+pub mod reasoning;
 pub mod recall;
 pub mod schema;
 pub mod turns;

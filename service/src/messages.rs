@@ -67,6 +67,9 @@ pub struct MessagesResponse {
 /// A stored message as listed.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MessageView {
+    /// The message's stable id (its point id; `DELETE /v1/messages/{id}` takes it too).
+    #[schema(value_type = String)]
+    pub id: uuid::Uuid,
     /// `msg:<conversation>/<seq>`.
     #[serde(rename = "ref")]
     pub reference: String,
@@ -81,6 +84,10 @@ pub struct MessageView {
     pub ts: i64,
     pub agent: String,
     pub session: String,
+    pub speaker: Option<String>,
+    /// The caller's metadata, as sent.
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
 }
 
 /// `GET /v1/conversations/{id}/messages`.
@@ -102,6 +109,14 @@ pub struct ConversationInfo {
     pub last_ts: i64,
 }
 
+/// A message found by [`search_messages`](crate::Engine::search_messages).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MessageHit {
+    pub message: MessageView,
+    /// Cosine similarity of the query and the message (-1 to 1).
+    pub score: f32,
+}
+
 /// `GET /v1/conversations`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ConversationList {
@@ -110,8 +125,9 @@ pub struct ConversationList {
 }
 
 impl MessageView {
-    pub(crate) fn of(p: StoredPoint) -> Self {
+    pub(crate) fn of(id: uuid::Uuid, p: StoredPoint) -> Self {
         MessageView {
+            id,
             reference: p.reference(),
             seq: p.seq.unwrap_or(0),
             role: p.role,
@@ -121,6 +137,8 @@ impl MessageView {
             ts: p.ts,
             agent: p.agent,
             session: p.session,
+            speaker: p.speaker,
+            metadata: p.metadata,
         }
     }
 }

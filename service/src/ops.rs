@@ -29,7 +29,7 @@ use crate::engine::Engine;
 use crate::error::ServiceError;
 use crate::events::{self, EventReceipt, EventRequest, EventView};
 use crate::forget::{self, ForgetReport};
-use crate::messages::{ConversationInfo, MessageView};
+use crate::messages::{ConversationInfo, MessageHit, MessageView};
 use crate::recall::{check_filters, ForgetRequest, RecallBody};
 use crate::turns::{self, CompleteRequest, PrepareRequest, TurnReceipt};
 use cairn_models::grant::Operation;
@@ -59,14 +59,18 @@ pub fn partition(tenant: &str, user: &str, namespace: &str) -> Result<Partition,
 }
 
 /// Validates a scope and authorizes `action` in its partition.
-fn admit(who: &Principal, scope: &Scope, action: Operation) -> Result<(), ServiceError> {
+pub(crate) fn admit(who: &Principal, scope: &Scope, action: Operation) -> Result<(), ServiceError> {
     scope.validate()?;
     authorize(who, &scope.partition(), action)
 }
 
 /// [`admit`] for a write: the scope's agent becomes the writing agent's own
 /// ([`bind_agent`]) first.
-fn admit_write(who: &Principal, scope: &mut Scope, action: Operation) -> Result<(), ServiceError> {
+pub(crate) fn admit_write(
+    who: &Principal,
+    scope: &mut Scope,
+    action: Operation,
+) -> Result<(), ServiceError> {
     bind_agent(who, &mut scope.agent)?;
     admit(who, scope, action)
 }
@@ -355,15 +359,82 @@ impl Engine {
             .scroll_all(partition, filter)
             .await?
             .into_iter()
-            .map(|h| h.point)
+            .map(|h| (h.id, h.point))
             .collect();
         if all.is_empty() {
             return Err(ServiceError::NotFound(format!(
                 "no conversation {id} in this scope"
             )));
         }
-        all.sort_by_key(|p| p.seq.unwrap_or(0));
-        Ok(all.into_iter().map(MessageView::of).collect())
+        all.sort_by_key(|(_, p)| p.seq.unwrap_or(0));
+        Ok(all
+            .into_iter()
+            .map(|(id, p)| MessageView::of(id, p))
+            .collect())
+    }
+
+    /// One message by its id (`MessageReceipt::id`); `not_found` when no message of the
+    /// partition has it.
+    pub async fn message_by_id(
+        &self,
+        who: &Principal,
+        partition: &Partition,
+        id: &str,
+    ) -> Result<MessageView, ServiceError> {
+        authorize(who, partition, Operation::Read)?;
+        let missing = || ServiceError::NotFound(format!("no message {id} in this scope"));
+        let uuid = uuid::Uuid::parse_str(id).map_err(|_| missing())?;
+        self.store
+            .retrieve(partition, &[uuid], false)
+            .await?
+            .into_iter()
+            .find(|h| h.point.kind == PointKind::Message)
+            .map(|h| MessageView::of(h.id, h.point))
+            .ok_or_else(missing)
+    }
+
+    /// Messages of the partition (or of one conversation) by meaning: cosine similarity of
+    /// the query and each message, at least `min_score`, best first.
+    pub async fn search_messages(
+        &self,
+        who: &Principal,
+        partition: &Partition,
+        query: &str,
+        conversation: Option<&str>,
+        limit: usize,
+        min_score: Option<f32>,
+    ) -> Result<Vec<MessageHit>, ServiceError> {
+        authorize(who, partition, Operation::Read)?;
+        limits::check_bytes("query", query, limits::MAX_QUERY_BYTES)?;
+        if query.trim().is_empty() {
+            return Err(ServiceError::InvalidRequest("query is empty".into()));
+        }
+        let mut filter = Filter::new().eq("kind", PointKind::Message.as_str());
+        if let Some(c) = conversation {
+            validate_component("conversation_id", c)?;
+            filter = filter.eq("conversation_id", c);
+        }
+        let dense = self.embedder.embed_query(query).await?;
+        let hits = self
+            .store
+            .search(
+                partition,
+                cairn_store::SearchRequest {
+                    mode: cairn_store::SearchMode::Dense(dense),
+                    filter,
+                    limit: limit.clamp(1, PAGE_MAX),
+                    with_vectors: false,
+                },
+            )
+            .await?;
+        Ok(hits
+            .into_iter()
+            .filter(|h| min_score.is_none_or(|m| h.score >= m))
+            .map(|h| MessageHit {
+                score: h.score,
+                message: MessageView::of(h.id, h.point),
+            })
+            .collect())
     }
 
     /// The partition's conversations, most recent activity first.

@@ -52,7 +52,8 @@ pub enum TrustOrigin {
     System,
 }
 
-/// Kind of a stored point. Recall searches `chunk`, `message` and `memory`.
+/// Kind of a stored point. Recall searches `chunk`, `message`, `memory`, `entity`,
+/// `preference`, `fact` and `trace`.
 #[derive(Debug, ToSchema)]
 #[schema(rename_all = "snake_case")]
 pub enum PointKind {
@@ -63,6 +64,10 @@ pub enum PointKind {
     Event,
     Candidate,
     Memory,
+    Entity,
+    Preference,
+    Fact,
+    Trace,
 }
 
 /// Role of a conversation message.
@@ -105,8 +110,12 @@ pub struct RecallFilters {
     pub since: Option<i64>,
     /// Epoch ms, inclusive.
     pub until: Option<i64>,
-    /// Only these kinds (`chunk`, `message`, `memory`).
+    /// Only these kinds (`chunk`, `message`, `memory`, `entity`, `preference`, `fact`,
+    /// `trace`); default all of them.
     pub kinds: Option<Vec<PointKind>>,
+    /// Also recall superseded, expired and invalidated facts and merged entities.
+    #[serde(default)]
+    pub include_history: bool,
 }
 
 /// Why an item was selected.

@@ -82,6 +82,7 @@ const KEYWORD_FIELDS: &[&str] = &[
     "turn_id",
     "trust",
     "role",
+    "keys",
 ];
 const INTEGER_FIELDS: &[&str] = &["ts", "seq", "chunk_index"];
 
