@@ -14,6 +14,7 @@ pub mod mcp;
 pub mod metrics;
 mod routes;
 mod signature;
+pub mod tck;
 pub mod ui;
 
 use std::sync::{Arc, OnceLock};

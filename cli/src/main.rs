@@ -18,6 +18,7 @@ use clap::{Args, Parser, Subcommand};
 
 mod bench;
 mod cli_eval;
+mod tck;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -75,6 +76,18 @@ impl ScopeArgs {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Serve the agent-memory TCK bridge protocol (for the public conformance suite).
+    TckBridge {
+        /// Address to listen on (loopback only).
+        #[arg(long, default_value = "127.0.0.1:3001")]
+        addr: SocketAddr,
+        /// The tenant the bridge serves (the suite has no tenants).
+        #[arg(long, default_value = "tck")]
+        tenant: String,
+        /// The user the bridge serves.
+        #[arg(long, default_value = "tck")]
+        user: String,
+    },
     /// Serve the HTTP API.
     Serve {
         /// Address to listen on. Without API keys only loopback addresses are allowed.
@@ -372,6 +385,9 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
         Command::HashKey { key } => {
             println!("{}", cairn_models::ids::sha256_hex(key.as_bytes()));
             Ok(ExitCode::SUCCESS)
+        }
+        Command::TckBridge { addr, tenant, user } => {
+            tck::run(&cli.data_dir, addr, &tenant, &user).await
         }
         Command::Serve {
             addr,

@@ -1,0 +1,931 @@
+//! The agent-memory TCK bridge: the conformance suite's HTTP protocol (`POST /{method}`
+//! with a flat JSON body, bridge protocol 0.2.0) mapped one to one onto the service's
+//! operations, for `cairn tck-bridge`.
+//!
+//! It adds no memory logic: each method parses its body, calls one [`Engine`] operation as
+//! the local operator and writes the answer in the suite's shapes. What the mapping itself
+//! decides:
+//! - The suite has no tenants: the bridge serves one configured scope (tenant, user); its
+//!   sessions are Cairn conversations (`conversation_id` = session) and the `session` of
+//!   traces. `/clear_all_data`, called before every test, moves the bridge to a fresh
+//!   namespace (a new, empty partition: instant, and nothing of an earlier test can leak).
+//! - Ids are Cairn's own: record ids are UUIDs already; a message's id is its point id;
+//!   a conversation's id is a UUIDv5 of the partition and session.
+//! - Times are RFC 3339 with microseconds and `+00:00`; entity types are upper case.
+//! - "Not found" answers of lookups are the suite's: `null` for a trace or an entity by
+//!   name, `{"deleted": false}` for a message, an empty conversation for an unknown session.
+//! - Errors are `{"error": message}` with the status of the stable code
+//!   ([`crate::error::status_of`]).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use cairn_ingest::messages::KeyedMessage;
+use cairn_ingest::MessageInput;
+use cairn_models::knowledge::{Entity, Fact, Preference, Relationship, Step, ToolCall, Trace};
+use cairn_models::{Partition, Role, Scope};
+use cairn_service::knowledge::{
+    EntityRequest, FactRequest, MergeRequest, PreferenceRequest, RelationshipRequest,
+};
+use cairn_service::messages::MessageView;
+use cairn_service::reasoning::{
+    CompleteTraceRequest, StepRequest, StepView, ToolCallRequest, TraceRequest, TraceView,
+};
+use cairn_service::{Engine, Principal, ServiceError};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+/// The bridge protocol version this implements.
+pub const PROTOCOL_VERSION: &str = "0.2.0";
+
+/// The bridge's state: the engine, the scope it serves, and the namespace of the current
+/// test (a fresh one after each `/clear_all_data`).
+#[derive(Debug)]
+pub struct Bridge {
+    engine: Arc<Engine>,
+    tenant: String,
+    user: String,
+    /// Namespaces are `<prefix>-<n>`: the prefix is random per process, so a restarted
+    /// bridge on the same data directory never reuses an earlier run's partition.
+    prefix: String,
+    generation: AtomicU64,
+    namespace: Mutex<String>,
+}
+
+impl Bridge {
+    /// A bridge serving `tenant`/`user` of `engine`.
+    pub fn new(engine: Arc<Engine>, tenant: &str, user: &str) -> Result<Bridge, ServiceError> {
+        let prefix = format!("tck-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        let bridge = Bridge {
+            engine,
+            tenant: tenant.to_string(),
+            user: user.to_string(),
+            namespace: Mutex::new(format!("{prefix}-0")),
+            prefix,
+            generation: AtomicU64::new(0),
+        };
+        bridge.scope(None).validate()?;
+        Ok(bridge)
+    }
+
+    fn namespace(&self) -> String {
+        self.namespace
+            .lock()
+            .map(|n| n.clone())
+            .unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    /// The scope of the current test, in `session` (or the default session).
+    fn scope(&self, session: Option<&str>) -> Scope {
+        Scope {
+            tenant: self.tenant.clone(),
+            user: self.user.clone(),
+            namespace: self.namespace(),
+            agent: "tck".to_string(),
+            session: session.unwrap_or("default").to_string(),
+        }
+    }
+
+    fn partition(&self) -> Partition {
+        self.scope(None).partition()
+    }
+
+    fn clear(&self) {
+        let n = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        let next = format!("{}-{n}", self.prefix);
+        match self.namespace.lock() {
+            Ok(mut ns) => *ns = next,
+            Err(p) => *p.into_inner() = next,
+        }
+    }
+}
+
+/// The bridge's router: `POST /{method}`.
+pub fn router(bridge: Arc<Bridge>) -> Router {
+    Router::new()
+        .route("/{method}", post(dispatch))
+        .with_state(bridge)
+}
+
+/// Serves the bridge on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    bridge: Arc<Bridge>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(bridge))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// A bridge error: `{"error": message}` with the status of the stable code.
+#[derive(Debug)]
+struct BridgeError(StatusCode, String);
+
+impl From<ServiceError> for BridgeError {
+    fn from(e: ServiceError) -> Self {
+        let (status, _) = crate::error::status_of(e.code());
+        if status.is_server_error() {
+            tracing::error!("tck bridge: {e}");
+        }
+        BridgeError(status, e.public_message())
+    }
+}
+
+impl IntoResponse for BridgeError {
+    fn into_response(self) -> Response {
+        (self.0, axum::Json(json!({ "error": self.1 }))).into_response()
+    }
+}
+
+type Answer = Result<Response, BridgeError>;
+
+fn ok(v: Value) -> Answer {
+    Ok(axum::Json(v).into_response())
+}
+
+fn no_content() -> Answer {
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+fn body<T: DeserializeOwned>(raw: &[u8]) -> Result<T, BridgeError> {
+    let raw: &[u8] = if raw.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        raw
+    };
+    serde_json::from_slice(raw)
+        .map_err(|e| BridgeError(StatusCode::BAD_REQUEST, format!("request body: {e}")))
+}
+
+/// RFC 3339, microseconds, `+00:00` (what the suite's parser reads).
+fn time(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Micros, false)
+}
+
+fn not_found(e: &ServiceError) -> bool {
+    matches!(e, ServiceError::NotFound(_))
+}
+
+async fn dispatch(
+    State(bridge): State<Arc<Bridge>>,
+    Path(method): Path<String>,
+    raw: axum::body::Bytes,
+) -> Response {
+    let b = bridge.as_ref();
+    let answer = match method.as_str() {
+        "setup" => ok(json!({ "ok": true, "protocol_version": PROTOCOL_VERSION })),
+        "teardown" => no_content(),
+        "clear_all_data" => {
+            b.clear();
+            no_content()
+        }
+        "add_message" => with(b, &raw, add_message).await,
+        "get_conversation" => with(b, &raw, get_conversation).await,
+        "search_messages" => with(b, &raw, search_messages).await,
+        "list_sessions" => with(b, &raw, list_sessions).await,
+        "delete_message" => with(b, &raw, delete_message).await,
+        "clear_session" => with(b, &raw, clear_session).await,
+        "add_entity" => with(b, &raw, add_entity).await,
+        "add_preference" => with(b, &raw, add_preference).await,
+        "add_fact" => with(b, &raw, add_fact).await,
+        "search_entities" => with(b, &raw, search_entities).await,
+        "search_preferences" => with(b, &raw, search_preferences).await,
+        "get_entity_by_name" => with(b, &raw, get_entity_by_name).await,
+        "get_related_entities" => with(b, &raw, get_related_entities).await,
+        "add_relationship" => with(b, &raw, add_relationship).await,
+        "merge_duplicate_entities" => with(b, &raw, merge_duplicate_entities).await,
+        "start_trace" => with(b, &raw, start_trace).await,
+        "add_step" => with(b, &raw, add_step).await,
+        "record_tool_call" => with(b, &raw, record_tool_call).await,
+        "complete_trace" => with(b, &raw, complete_trace).await,
+        "get_trace_with_steps" => with(b, &raw, get_trace_with_steps).await,
+        "list_traces" => with(b, &raw, list_traces).await,
+        "get_tool_stats" => with(b, &raw, get_tool_stats).await,
+        "get_similar_traces" => with(b, &raw, get_similar_traces).await,
+        other => Err(BridgeError(
+            StatusCode::NOT_IMPLEMENTED,
+            format!("{other} is not part of what this bridge maps"),
+        )),
+    };
+    answer.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// Parses the body as `T` and runs `f`.
+async fn with<'a, T, F, Fut>(b: &'a Bridge, raw: &[u8], f: F) -> Answer
+where
+    T: DeserializeOwned,
+    F: FnOnce(&'a Bridge, T) -> Fut,
+    Fut: std::future::Future<Output = Answer>,
+{
+    match body::<T>(raw) {
+        Ok(t) => f(b, t).await,
+        Err(e) => Err(e),
+    }
+}
+
+// ---- shapes --------------------------------------------------------------------------
+
+fn message(m: &MessageView) -> Value {
+    json!({
+        "id": m.id.to_string(),
+        "role": m.role.map(|r| r.as_str()).unwrap_or("user"),
+        "content": m.content,
+        "timestamp": time(m.ts),
+        "embedding": null,
+        "metadata": m.metadata.clone().filter(Value::is_object).unwrap_or_else(|| json!({})),
+    })
+}
+
+fn entity(e: &Entity) -> Value {
+    json!({
+        "id": e.id,
+        "name": e.name,
+        "type": e.entity_type.as_str().to_uppercase(),
+        "subtype": e.subtype,
+        "description": e.description,
+        "embedding": null,
+        "canonical_name": e.canonical_name,
+        "created_at": time(e.created_at),
+    })
+}
+
+fn preference(p: &Preference) -> Value {
+    json!({
+        "id": p.id,
+        "category": p.category,
+        "preference": p.preference,
+        "context": p.context,
+        "embedding": null,
+    })
+}
+
+fn fact(f: &Fact) -> Value {
+    json!({
+        "id": f.id,
+        "subject": f.subject,
+        "predicate": f.predicate,
+        "object": f.object,
+        "embedding": null,
+    })
+}
+
+fn relationship(r: &Relationship) -> Value {
+    json!({
+        "id": r.id,
+        "source_id": r.source_id,
+        "target_id": r.target_id,
+        "relationship_type": r.relationship_type,
+        "properties": r.properties,
+    })
+}
+
+fn tool_call(c: &ToolCall) -> Value {
+    json!({
+        "id": c.id,
+        "tool_name": c.tool_name,
+        "arguments": c.arguments,
+        "result": c.result,
+        "status": c.status.as_str(),
+        "duration_ms": c.duration_ms,
+        "error": c.error,
+    })
+}
+
+fn step(s: &Step, calls: &[ToolCall]) -> Value {
+    json!({
+        "id": s.id,
+        "trace_id": s.trace_id,
+        "step_number": s.step_number,
+        "thought": s.thought,
+        "action": s.action,
+        "observation": s.observation,
+        "tool_calls": calls.iter().map(tool_call).collect::<Vec<_>>(),
+    })
+}
+
+fn trace(t: &Trace, steps: &[StepView]) -> Value {
+    json!({
+        "id": t.id,
+        "session_id": t.session_id,
+        "task": t.task,
+        "steps": steps.iter().map(|s| step(&s.step, &s.tool_calls)).collect::<Vec<_>>(),
+        "outcome": t.outcome,
+        "success": t.success,
+        "started_at": time(t.started_at),
+        "completed_at": t.completed_at.map(time),
+    })
+}
+
+// ---- short-term memory ---------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct AddMessage {
+    session_id: String,
+    role: Role,
+    content: String,
+    #[serde(default)]
+    metadata: Option<Value>,
+}
+
+async fn add_message(b: &Bridge, req: AddMessage) -> Answer {
+    let engine = &b.engine;
+    let scope = b.scope(Some(&req.session_id));
+    let receipts = engine
+        .record_messages(
+            &Principal::Local,
+            &scope,
+            vec![KeyedMessage {
+                state: None,
+                message_id: None,
+                message: MessageInput {
+                    conversation_id: req.session_id.clone(),
+                    role: req.role,
+                    content: req.content,
+                    ts: None,
+                    turn_id: None,
+                    speaker: None,
+                    metadata: req.metadata,
+                },
+            }],
+        )
+        .await?;
+    let id = receipts
+        .first()
+        .map(|r| r.id.to_string())
+        .ok_or_else(|| ServiceError::Internal("no receipt for a message".into()))?;
+    // The stored message, read back: what the suite checks is what was stored.
+    let stored = engine
+        .message_by_id(&Principal::Local, &scope.partition(), &id)
+        .await?;
+    ok(message(&stored))
+}
+
+#[derive(Deserialize)]
+struct GetConversation {
+    session_id: String,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+async fn get_conversation(b: &Bridge, req: GetConversation) -> Answer {
+    let partition = b.partition();
+    let mut messages = match b
+        .engine
+        .conversation(&Principal::Local, &partition, &req.session_id)
+        .await
+    {
+        Ok(m) => m,
+        Err(e) if not_found(&e) => Vec::new(),
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(limit) = req.limit {
+        // The most recent `limit` messages, in order.
+        let skip = messages.len().saturating_sub(limit);
+        messages.drain(..skip);
+    }
+    let id = uuid::Uuid::new_v5(
+        &cairn_models::ids::CAIRN_NAMESPACE,
+        format!("tck-conversation\0{}\0{}", partition.key(), req.session_id).as_bytes(),
+    );
+    let created = messages.first().map(|m| m.ts).unwrap_or_else(now);
+    let updated = messages.last().map(|m| time(m.ts));
+    ok(json!({
+        "id": id.to_string(),
+        "session_id": req.session_id,
+        "messages": messages.iter().map(message).collect::<Vec<_>>(),
+        "title": null,
+        "created_at": time(created),
+        "updated_at": updated,
+    }))
+}
+
+fn now() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+#[derive(Deserialize)]
+struct SearchMessages {
+    query: String,
+    #[serde(default)]
+    session_id: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    threshold: Option<f32>,
+}
+
+async fn search_messages(b: &Bridge, req: SearchMessages) -> Answer {
+    let hits = b
+        .engine
+        .search_messages(
+            &Principal::Local,
+            &b.partition(),
+            &req.query,
+            req.session_id.as_deref(),
+            req.limit.unwrap_or(10),
+            req.threshold,
+        )
+        .await?;
+    ok(json!(hits
+        .iter()
+        .map(|h| message(&h.message))
+        .collect::<Vec<_>>()))
+}
+
+#[derive(Deserialize)]
+struct ListSessions {
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+async fn list_sessions(b: &Bridge, req: ListSessions) -> Answer {
+    let mut sessions = b
+        .engine
+        .conversations(&Principal::Local, &b.partition())
+        .await?;
+    if let Some(limit) = req.limit {
+        sessions.truncate(limit);
+    }
+    ok(json!(sessions
+        .iter()
+        .map(|c| json!({
+            "session_id": c.conversation_id,
+            "message_count": c.messages,
+            "created_at": time(c.first_ts),
+            "updated_at": time(c.last_ts),
+        }))
+        .collect::<Vec<_>>()))
+}
+
+#[derive(Deserialize)]
+struct DeleteMessage {
+    message_id: String,
+}
+
+async fn delete_message(b: &Bridge, req: DeleteMessage) -> Answer {
+    let partition = b.partition();
+    let found = match b
+        .engine
+        .message_by_id(&Principal::Local, &partition, &req.message_id)
+        .await
+    {
+        Ok(m) => m,
+        Err(e) if not_found(&e) => return ok(json!({ "deleted": false })),
+        Err(e) => return Err(e.into()),
+    };
+    b.engine
+        .delete_message(&Principal::Local, &partition, &found.reference, false)
+        .await?;
+    ok(json!({ "deleted": true }))
+}
+
+#[derive(Deserialize)]
+struct ClearSession {
+    session_id: String,
+}
+
+async fn clear_session(b: &Bridge, req: ClearSession) -> Answer {
+    match b
+        .engine
+        .delete_conversation(&Principal::Local, &b.partition(), &req.session_id, false)
+        .await
+    {
+        Ok(_) => no_content(),
+        // Clearing an empty session is done already.
+        Err(e) if not_found(&e) => no_content(),
+        Err(e) => Err(e.into()),
+    }
+}
+
+// ---- long-term memory ----------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct AddEntity {
+    name: String,
+    entity_type: String,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+async fn add_entity(b: &Bridge, req: AddEntity) -> Answer {
+    let e = b
+        .engine
+        .add_entity(
+            &Principal::Local,
+            EntityRequest {
+                scope: b.scope(None),
+                name: req.name,
+                entity_type: req.entity_type,
+                subtype: None,
+                description: req.description,
+                aliases: Vec::new(),
+                trust_origin: None,
+            },
+        )
+        .await?;
+    ok(entity(&e))
+}
+
+#[derive(Deserialize)]
+struct AddPreference {
+    category: String,
+    preference: String,
+    #[serde(default)]
+    context: Option<String>,
+}
+
+async fn add_preference(b: &Bridge, req: AddPreference) -> Answer {
+    let p = b
+        .engine
+        .add_preference(
+            &Principal::Local,
+            PreferenceRequest {
+                scope: b.scope(None),
+                category: req.category,
+                preference: req.preference,
+                context: req.context,
+                trust_origin: None,
+            },
+        )
+        .await?;
+    ok(preference(&p))
+}
+
+#[derive(Deserialize)]
+struct AddFact {
+    subject: String,
+    predicate: String,
+    obj: String,
+}
+
+async fn add_fact(b: &Bridge, req: AddFact) -> Answer {
+    let out = b
+        .engine
+        .add_fact(
+            &Principal::Local,
+            FactRequest {
+                scope: b.scope(None),
+                subject: req.subject,
+                predicate: req.predicate,
+                object: req.obj,
+                valid_from: None,
+                valid_until: None,
+                confidence: None,
+                evidence_refs: Vec::new(),
+                supersede: false,
+                trust_origin: None,
+            },
+        )
+        .await?;
+    ok(fact(&out.fact))
+}
+
+#[derive(Deserialize)]
+struct Search {
+    query: String,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    category: Option<String>,
+}
+
+async fn search_entities(b: &Bridge, req: Search) -> Answer {
+    let hits = b
+        .engine
+        .search_entities(
+            &Principal::Local,
+            &b.partition(),
+            &req.query,
+            None,
+            req.limit.unwrap_or(10),
+        )
+        .await?;
+    ok(json!(hits
+        .iter()
+        .map(|h| entity(&h.item))
+        .collect::<Vec<_>>()))
+}
+
+async fn search_preferences(b: &Bridge, req: Search) -> Answer {
+    let hits = b
+        .engine
+        .search_preferences(
+            &Principal::Local,
+            &b.partition(),
+            &req.query,
+            req.category.as_deref(),
+            req.limit.unwrap_or(10),
+        )
+        .await?;
+    ok(json!(hits
+        .iter()
+        .map(|h| preference(&h.item))
+        .collect::<Vec<_>>()))
+}
+
+#[derive(Deserialize)]
+struct ByName {
+    name: String,
+}
+
+async fn get_entity_by_name(b: &Bridge, req: ByName) -> Answer {
+    let found = b
+        .engine
+        .entities_by_name(&Principal::Local, &b.partition(), &req.name)
+        .await?;
+    ok(found.first().map(entity).unwrap_or(Value::Null))
+}
+
+#[derive(Deserialize)]
+struct Related {
+    entity_id: String,
+    #[serde(default)]
+    relationship_type: Option<String>,
+    #[serde(default)]
+    depth: Option<u32>,
+}
+
+async fn get_related_entities(b: &Bridge, req: Related) -> Answer {
+    let related = b
+        .engine
+        .related_entities(
+            &Principal::Local,
+            &b.partition(),
+            &req.entity_id,
+            req.relationship_type.as_deref(),
+            req.depth,
+        )
+        .await?;
+    ok(json!(related
+        .iter()
+        .map(|r| entity(&r.entity))
+        .collect::<Vec<_>>()))
+}
+
+#[derive(Deserialize)]
+struct AddRelationship {
+    source_id: String,
+    target_id: String,
+    relationship_type: String,
+    #[serde(default)]
+    properties: Option<Value>,
+}
+
+async fn add_relationship(b: &Bridge, req: AddRelationship) -> Answer {
+    let r = b
+        .engine
+        .add_relationship(
+            &Principal::Local,
+            RelationshipRequest {
+                scope: b.scope(None),
+                source_id: req.source_id,
+                target_id: req.target_id,
+                relationship_type: req.relationship_type,
+                properties: req.properties,
+                trust_origin: None,
+            },
+        )
+        .await?;
+    ok(relationship(&r))
+}
+
+#[derive(Deserialize)]
+struct Merge {
+    source_id: String,
+    target_id: String,
+    #[serde(default)]
+    canonical_name: Option<String>,
+}
+
+async fn merge_duplicate_entities(b: &Bridge, req: Merge) -> Answer {
+    let e = b
+        .engine
+        .merge_entities(
+            &Principal::Local,
+            MergeRequest {
+                scope: b.scope(None),
+                source_id: req.source_id,
+                target_id: req.target_id,
+                canonical_name: req.canonical_name,
+            },
+        )
+        .await?;
+    ok(entity(&e))
+}
+
+// ---- reasoning memory ----------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct StartTrace {
+    session_id: String,
+    task: String,
+}
+
+async fn start_trace(b: &Bridge, req: StartTrace) -> Answer {
+    let t = b
+        .engine
+        .start_trace(
+            &Principal::Local,
+            TraceRequest {
+                scope: b.scope(Some(&req.session_id)),
+                task: req.task,
+                trace_key: None,
+            },
+        )
+        .await?;
+    ok(trace(&t, &[]))
+}
+
+#[derive(Deserialize)]
+struct AddStep {
+    trace_id: String,
+    #[serde(default)]
+    thought: Option<String>,
+    #[serde(default)]
+    action: Option<String>,
+    #[serde(default)]
+    observation: Option<String>,
+}
+
+async fn add_step(b: &Bridge, req: AddStep) -> Answer {
+    let s = b
+        .engine
+        .add_step(
+            &Principal::Local,
+            &req.trace_id,
+            StepRequest {
+                scope: b.scope(None),
+                thought: req.thought,
+                action: req.action,
+                observation: req.observation,
+            },
+        )
+        .await?;
+    ok(step(&s, &[]))
+}
+
+#[derive(Deserialize)]
+struct RecordToolCall {
+    step_id: String,
+    tool_name: String,
+    #[serde(default)]
+    arguments: Option<Value>,
+    #[serde(default)]
+    result: Option<Value>,
+    #[serde(default)]
+    status: Option<cairn_models::knowledge::ToolStatus>,
+    #[serde(default)]
+    duration_ms: Option<u64>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+async fn record_tool_call(b: &Bridge, req: RecordToolCall) -> Answer {
+    let c = b
+        .engine
+        .record_tool_call(
+            &Principal::Local,
+            &req.step_id,
+            ToolCallRequest {
+                scope: b.scope(None),
+                tool_name: req.tool_name,
+                arguments: req.arguments,
+                result: req.result,
+                status: req.status,
+                duration_ms: req.duration_ms,
+                error: req.error,
+            },
+        )
+        .await?;
+    ok(tool_call(&c))
+}
+
+#[derive(Deserialize)]
+struct CompleteTrace {
+    trace_id: String,
+    #[serde(default)]
+    outcome: Option<String>,
+    #[serde(default)]
+    success: Option<bool>,
+}
+
+async fn complete_trace(b: &Bridge, req: CompleteTrace) -> Answer {
+    let t = b
+        .engine
+        .complete_trace(
+            &Principal::Local,
+            &req.trace_id,
+            CompleteTraceRequest {
+                scope: b.scope(None),
+                outcome: req.outcome,
+                success: req.success,
+            },
+        )
+        .await?;
+    let view = b
+        .engine
+        .get_trace(&Principal::Local, &b.partition(), &t.id)
+        .await?;
+    ok(trace(&view.trace, &view.steps))
+}
+
+#[derive(Deserialize)]
+struct TraceId {
+    trace_id: String,
+}
+
+async fn get_trace_with_steps(b: &Bridge, req: TraceId) -> Answer {
+    match b
+        .engine
+        .get_trace(&Principal::Local, &b.partition(), &req.trace_id)
+        .await
+    {
+        Ok(TraceView { trace: t, steps }) => ok(trace(&t, &steps)),
+        Err(e) if not_found(&e) => ok(Value::Null),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[derive(Deserialize)]
+struct ListTraces {
+    #[serde(default)]
+    session_id: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+async fn list_traces(b: &Bridge, req: ListTraces) -> Answer {
+    let traces = b
+        .engine
+        .list_traces(
+            &Principal::Local,
+            &b.partition(),
+            req.session_id.as_deref(),
+            None,
+            req.limit,
+        )
+        .await?;
+    ok(json!(traces
+        .iter()
+        .map(|t| trace(t, &[]))
+        .collect::<Vec<_>>()))
+}
+
+#[derive(Deserialize)]
+struct ToolStatsReq {
+    #[serde(default)]
+    tool_name: Option<String>,
+}
+
+async fn get_tool_stats(b: &Bridge, req: ToolStatsReq) -> Answer {
+    let stats = b
+        .engine
+        .tool_stats(&Principal::Local, &b.partition(), req.tool_name.as_deref())
+        .await?;
+    ok(json!(stats
+        .iter()
+        .map(|s| json!({
+            "name": s.name,
+            "total_calls": s.total_calls,
+            "successful_calls": s.successful_calls,
+            "failed_calls": s.failed_calls,
+            "success_rate": s.success_rate,
+            "avg_duration_ms": s.avg_duration_ms,
+        }))
+        .collect::<Vec<_>>()))
+}
+
+#[derive(Deserialize)]
+struct Similar {
+    task: String,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    success_only: Option<bool>,
+}
+
+async fn get_similar_traces(b: &Bridge, req: Similar) -> Answer {
+    let hits = b
+        .engine
+        .similar_traces(
+            &Principal::Local,
+            &b.partition(),
+            &req.task,
+            req.limit.unwrap_or(5),
+            req.success_only.unwrap_or(false),
+        )
+        .await?;
+    ok(json!(hits
+        .iter()
+        .map(|h| trace(&h.item, &[]))
+        .collect::<Vec<_>>()))
+}
