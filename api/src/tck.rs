@@ -16,6 +16,14 @@
 //!   name, `{"deleted": false}` for a message, an empty conversation for an unknown session.
 //! - Errors are `{"error": message}` with the status of the stable code
 //!   ([`crate::error::status_of`]).
+//!
+//! Platinum (the hosted service's operations, optional) is mapped where Cairn has the
+//! feature: conversations (a UUID conversation id is the session; a conversation exists
+//! once it holds a message, so `create_conversation` only names one), bulk messages, the
+//! entity graph (entities and relationships), flat reasoning steps (one trace per
+//! conversation, keyed by it) and context (the recent messages; Cairn keeps no
+//! observations or reflections, so those lists are empty). Entity feedback, entity
+//! history and provenance, and the Cypher console have no Cairn counterpart: `501`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -211,6 +219,21 @@ async fn dispatch(
         "list_traces" => with(b, &raw, list_traces).await,
         "get_tool_stats" => with(b, &raw, get_tool_stats).await,
         "get_similar_traces" => with(b, &raw, get_similar_traces).await,
+        // Platinum (hosted-service operations), where they map onto what Cairn does.
+        "create_conversation" => with(b, &raw, create_conversation).await,
+        "list_conversations" => with(b, &raw, list_conversations).await,
+        "get_conversation_metadata" => with(b, &raw, get_conversation_metadata).await,
+        "delete_conversation" => with(b, &raw, delete_conversation).await,
+        "bulk_add_messages" => with(b, &raw, bulk_add_messages).await,
+        "get_context" => with(b, &raw, get_context).await,
+        "get_observations" | "get_reflections" => with(b, &raw, no_summaries).await,
+        "list_entities" => with(b, &raw, list_entities).await,
+        "get_entity" => with(b, &raw, get_entity).await,
+        "delete_entity" => with(b, &raw, delete_entity).await,
+        "get_entity_graph" => get_entity_graph(b).await,
+        "record_step" => with(b, &raw, record_step).await,
+        "list_steps" => with(b, &raw, list_steps).await,
+        "get_trace_by_conversation" => with(b, &raw, get_trace_by_conversation).await,
         other => Err(BridgeError(
             StatusCode::NOT_IMPLEMENTED,
             format!("{other} is not part of what this bridge maps"),
@@ -392,20 +415,17 @@ async fn get_conversation(b: &Bridge, req: GetConversation) -> Answer {
         let skip = messages.len().saturating_sub(limit);
         messages.drain(..skip);
     }
-    let id = uuid::Uuid::new_v5(
-        &cairn_models::ids::CAIRN_NAMESPACE,
-        format!("tck-conversation\0{}\0{}", partition.key(), req.session_id).as_bytes(),
+    let (first, last) = (
+        messages.first().map(|m| m.ts),
+        messages.last().map(|m| m.ts),
     );
-    let created = messages.first().map(|m| m.ts).unwrap_or_else(now);
-    let updated = messages.last().map(|m| time(m.ts));
-    ok(json!({
-        "id": id.to_string(),
-        "session_id": req.session_id,
-        "messages": messages.iter().map(message).collect::<Vec<_>>(),
-        "title": null,
-        "created_at": time(created),
-        "updated_at": updated,
-    }))
+    ok(conversation_shape(
+        &partition,
+        &req.session_id,
+        &messages,
+        first,
+        last,
+    ))
 }
 
 fn now() -> i64 {
@@ -928,4 +948,339 @@ async fn get_similar_traces(b: &Bridge, req: Similar) -> Answer {
         .iter()
         .map(|h| trace(&h.item, &[]))
         .collect::<Vec<_>>()))
+}
+
+// ---- Platinum ------------------------------------------------------------------------
+
+/// The suite's id of a conversation: the conversation id itself when it is a UUID (what
+/// `create_conversation` hands out), else a UUIDv5 of the partition and the id.
+fn conversation_uuid(partition: &Partition, conversation: &str) -> String {
+    match uuid::Uuid::parse_str(conversation) {
+        Ok(u) => u.to_string(),
+        Err(_) => uuid::Uuid::new_v5(
+            &cairn_models::ids::CAIRN_NAMESPACE,
+            format!("tck-conversation\0{}\0{conversation}", partition.key()).as_bytes(),
+        )
+        .to_string(),
+    }
+}
+
+fn conversation_shape(
+    partition: &Partition,
+    conversation: &str,
+    messages: &[MessageView],
+    first: Option<i64>,
+    last: Option<i64>,
+) -> Value {
+    json!({
+        "id": conversation_uuid(partition, conversation),
+        "session_id": conversation,
+        "messages": messages.iter().map(message).collect::<Vec<_>>(),
+        "title": null,
+        "created_at": time(first.unwrap_or_else(now)),
+        "updated_at": last.map(time),
+    })
+}
+
+#[derive(Deserialize)]
+struct CreateConversation {
+    #[serde(default, rename = "user_id")]
+    _user_id: Option<String>,
+    #[serde(default, rename = "metadata")]
+    _metadata: Option<Value>,
+}
+
+async fn create_conversation(b: &Bridge, _req: CreateConversation) -> Answer {
+    // A Cairn conversation is its messages: a new one is a fresh id, stored with its first
+    // message.
+    let id = uuid::Uuid::new_v4().to_string();
+    ok(conversation_shape(&b.partition(), &id, &[], None, None))
+}
+
+#[derive(Deserialize)]
+struct Limit {
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+async fn list_conversations(b: &Bridge, req: Limit) -> Answer {
+    let partition = b.partition();
+    let mut all = b
+        .engine
+        .conversations(&Principal::Local, &partition)
+        .await?;
+    if let Some(limit) = req.limit {
+        all.truncate(limit);
+    }
+    ok(json!(all
+        .iter()
+        .map(|c| conversation_shape(
+            &partition,
+            &c.conversation_id,
+            &[],
+            Some(c.first_ts),
+            Some(c.last_ts)
+        ))
+        .collect::<Vec<_>>()))
+}
+
+#[derive(Deserialize)]
+struct ConversationId {
+    conversation_id: String,
+}
+
+async fn messages_of(b: &Bridge, conversation: &str) -> Result<Vec<MessageView>, BridgeError> {
+    match b
+        .engine
+        .conversation(&Principal::Local, &b.partition(), conversation)
+        .await
+    {
+        Ok(m) => Ok(m),
+        Err(e) if not_found(&e) => Ok(Vec::new()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn get_conversation_metadata(b: &Bridge, req: ConversationId) -> Answer {
+    let messages = messages_of(b, &req.conversation_id).await?;
+    ok(conversation_shape(
+        &b.partition(),
+        &req.conversation_id,
+        &[],
+        messages.first().map(|m| m.ts),
+        messages.last().map(|m| m.ts),
+    ))
+}
+
+async fn delete_conversation(b: &Bridge, req: ConversationId) -> Answer {
+    clear_session(
+        b,
+        ClearSession {
+            session_id: req.conversation_id,
+        },
+    )
+    .await
+}
+
+#[derive(Deserialize)]
+struct BulkMessage {
+    role: Role,
+    content: String,
+    #[serde(default)]
+    metadata: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct BulkAdd {
+    conversation_id: String,
+    messages: Vec<BulkMessage>,
+}
+
+async fn bulk_add_messages(b: &Bridge, req: BulkAdd) -> Answer {
+    let scope = b.scope(Some(&req.conversation_id));
+    let batch = req
+        .messages
+        .into_iter()
+        .map(|m| KeyedMessage {
+            state: None,
+            message_id: None,
+            message: MessageInput {
+                conversation_id: req.conversation_id.clone(),
+                role: m.role,
+                content: m.content,
+                ts: None,
+                turn_id: None,
+                speaker: None,
+                metadata: m.metadata,
+            },
+        })
+        .collect();
+    let receipts = b
+        .engine
+        .record_messages(&Principal::Local, &scope, batch)
+        .await?;
+    let mut out = Vec::with_capacity(receipts.len());
+    for r in receipts {
+        let m = b
+            .engine
+            .message_by_id(&Principal::Local, &scope.partition(), &r.id.to_string())
+            .await?;
+        out.push(message(&m));
+    }
+    ok(json!(out))
+}
+
+/// How many recent messages `get_context` returns.
+const CONTEXT_MESSAGES: usize = 20;
+
+async fn get_context(b: &Bridge, req: ConversationId) -> Answer {
+    let mut messages = messages_of(b, &req.conversation_id).await?;
+    let skip = messages.len().saturating_sub(CONTEXT_MESSAGES);
+    messages.drain(..skip);
+    ok(json!({
+        "reflections": [],
+        "observations": [],
+        "recent_messages": messages.iter().map(message).collect::<Vec<_>>(),
+    }))
+}
+
+/// Observations and reflections: Cairn stores messages verbatim and writes no summaries.
+async fn no_summaries(_b: &Bridge, _req: Value) -> Answer {
+    ok(json!([]))
+}
+
+#[derive(Deserialize)]
+struct ListEntities {
+    #[serde(default, rename = "type")]
+    entity_type: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+async fn list_entities(b: &Bridge, req: ListEntities) -> Answer {
+    let all = b
+        .engine
+        .list_entities(
+            &Principal::Local,
+            &b.partition(),
+            req.entity_type.as_deref(),
+            None,
+            req.limit,
+        )
+        .await?;
+    ok(json!(all.iter().map(entity).collect::<Vec<_>>()))
+}
+
+#[derive(Deserialize)]
+struct EntityId {
+    entity_id: String,
+}
+
+async fn get_entity(b: &Bridge, req: EntityId) -> Answer {
+    let e = b
+        .engine
+        .get_entity(&Principal::Local, &b.partition(), &req.entity_id)
+        .await?;
+    ok(entity(&e))
+}
+
+async fn delete_entity(b: &Bridge, req: EntityId) -> Answer {
+    match b
+        .engine
+        .forget(
+            &Principal::Local,
+            cairn_service::recall::ForgetRequest {
+                scope: b.scope(None),
+                reference: format!("ent:{}", req.entity_id),
+                hard: false,
+            },
+        )
+        .await
+    {
+        Ok(_) => no_content(),
+        Err(e) if not_found(&e) => no_content(),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn get_entity_graph(b: &Bridge) -> Answer {
+    let partition = b.partition();
+    let nodes = b
+        .engine
+        .list_entities(&Principal::Local, &partition, None, None, Some(1000))
+        .await?;
+    let edges = b
+        .engine
+        .list_relationships(&Principal::Local, &partition, None)
+        .await?;
+    ok(json!({
+        "nodes": nodes.iter().map(|e| json!({
+            "id": e.id,
+            "name": e.name,
+            "type": e.entity_type.as_str().to_uppercase(),
+        })).collect::<Vec<_>>(),
+        "edges": edges.iter().map(|r| json!({
+            "id": r.id,
+            "source": r.source_id,
+            "target": r.target_id,
+            "type": r.relationship_type,
+        })).collect::<Vec<_>>(),
+    }))
+}
+
+/// The trace holding a conversation's flat steps: one per conversation, keyed by it.
+async fn conversation_trace(b: &Bridge, conversation: &str) -> Result<Trace, BridgeError> {
+    Ok(b.engine
+        .start_trace(
+            &Principal::Local,
+            TraceRequest {
+                scope: b.scope(Some(conversation)),
+                task: format!("Conversation {conversation}"),
+                trace_key: Some(format!("conversation-{conversation}")),
+            },
+        )
+        .await?)
+}
+
+fn agent_step(conversation: &str, s: &Step) -> Value {
+    json!({
+        "id": s.id,
+        "conversation_id": conversation,
+        "reasoning": s.thought.clone().unwrap_or_default(),
+        "action_taken": s.action.clone().unwrap_or_default(),
+        "result": s.observation,
+        "created_at": time(s.created_at),
+    })
+}
+
+#[derive(Deserialize)]
+struct RecordStep {
+    conversation_id: String,
+    reasoning: String,
+    action_taken: String,
+    #[serde(default)]
+    result: Option<String>,
+}
+
+async fn record_step(b: &Bridge, req: RecordStep) -> Answer {
+    let t = conversation_trace(b, &req.conversation_id).await?;
+    let s = b
+        .engine
+        .add_step(
+            &Principal::Local,
+            &t.id,
+            StepRequest {
+                scope: b.scope(Some(&req.conversation_id)),
+                thought: Some(req.reasoning),
+                action: Some(req.action_taken),
+                observation: req.result,
+            },
+        )
+        .await?;
+    ok(agent_step(&req.conversation_id, &s))
+}
+
+async fn conversation_steps(b: &Bridge, conversation: &str) -> Result<TraceView, BridgeError> {
+    let t = conversation_trace(b, conversation).await?;
+    Ok(b.engine
+        .get_trace(&Principal::Local, &b.partition(), &t.id)
+        .await?)
+}
+
+async fn list_steps(b: &Bridge, req: ConversationId) -> Answer {
+    let view = conversation_steps(b, &req.conversation_id).await?;
+    ok(json!(view
+        .steps
+        .iter()
+        .map(|s| agent_step(&req.conversation_id, &s.step))
+        .collect::<Vec<_>>()))
+}
+
+async fn get_trace_by_conversation(b: &Bridge, req: ConversationId) -> Answer {
+    let view = conversation_steps(b, &req.conversation_id).await?;
+    ok(json!({
+        "conversation_id": req.conversation_id,
+        "steps": view.steps.iter().map(|s| agent_step(&req.conversation_id, &s.step)).collect::<Vec<_>>(),
+        "tool_calls": view.steps.iter().flat_map(|s| s.tool_calls.iter().map(tool_call)).collect::<Vec<_>>(),
+    }))
 }

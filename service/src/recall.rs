@@ -31,7 +31,9 @@ pub struct ForgetRequest {
     pub scope: Scope,
     /// What to forget: `doc:<id>` or `doc:<id>#<chunk>` (the whole document),
     /// `msg:<conversation>/<seq>`, `conv:<conversation>`, `turn:<turn id>` (both messages),
-    /// `evt:<id>`, `cand:<id>` or `mem:<id>` (an approved memory).
+    /// `evt:<id>`, `cand:<id>` or `mem:<id>` (an approved memory), `ent:<id>` (an entity
+    /// and its relationships), `pref:<id>`, `fact:<id>`, `rel:<id>`, `trace:<id>` (a trace
+    /// with its steps and tool calls). Facts citing forgotten evidence are invalidated.
     #[serde(rename = "ref")]
     #[schema(rename = "ref")]
     pub reference: String,
