@@ -164,6 +164,30 @@ async fn mcp_http_tools_and_round_trip() {
     assert_eq!(
         schema_summary(&tools),
         json!({
+            "add_entity": {
+                "properties": ["aliases", "description", "name", "scope", "type"],
+                "required": ["name", "scope", "type"],
+            },
+            "add_fact": {
+                "properties": ["confidence", "evidence_refs", "object", "predicate", "scope", "subject", "supersede", "valid_from", "valid_until"],
+                "required": ["object", "predicate", "scope", "subject"],
+            },
+            "add_preference": {
+                "properties": ["category", "context", "preference", "scope"],
+                "required": ["category", "preference", "scope"],
+            },
+            "list_facts": {
+                "properties": ["history", "namespace", "predicate", "subject", "tenant", "user"],
+                "required": ["tenant", "user"],
+            },
+            "record_trace": {
+                "properties": ["outcome", "scope", "steps", "success", "task", "trace_key"],
+                "required": ["scope", "task"],
+            },
+            "similar_traces": {
+                "properties": ["limit", "namespace", "success_only", "task", "tenant", "user"],
+                "required": ["task", "tenant", "user"],
+            },
             "complete_turn": {
                 "properties": ["assistant_message", "metadata", "mode", "refers_to", "scope", "source", "turn_id", "user_message"],
                 "required": ["assistant_message", "scope", "turn_id", "user_message"],
@@ -197,7 +221,7 @@ async fn mcp_http_tools_and_round_trip() {
             "{}",
             t.name
         );
-        if t.name != "list_documents" {
+        if !["list_documents", "list_facts", "similar_traces"].contains(&t.name.as_ref()) {
             let s = scope_schema(t);
             assert_eq!(
                 sorted_keys(&s["properties"]),
@@ -567,4 +591,157 @@ async fn mcp_local_transport_is_the_local_operator() {
     }
     client.cancel().await.unwrap();
     server.await.unwrap().unwrap();
+}
+
+/// The knowledge and reasoning tools over Streamable HTTP: facts (conflict, then
+/// supersession, history), a preference, an entity, a whole trace in one call, similar
+/// traces, and recall citing what they stored.
+#[tokio::test]
+async fn mcp_knowledge_and_reasoning_tools() {
+    let app = test_app(Auth::default(), 1 << 20);
+    let url = format!("{}/mcp", common::serve(&app).await);
+    let client = connect(&url, None).await.unwrap();
+    let sc = scope("mcpknow");
+
+    let first = ok(&call(
+        &client,
+        "add_fact",
+        json!({"scope": sc, "subject": "Morag Dunbar", "predicate": "lives_in", "object": "Oban"}),
+    )
+    .await);
+    let oban = first["fact"]["id"].as_str().unwrap().to_string();
+    let second = call(
+        &client,
+        "add_fact",
+        json!({"scope": sc, "subject": "Morag Dunbar", "predicate": "LIVES IN", "object": "Tobermory"}),
+    )
+    .await;
+    assert!(
+        text(&second).contains("Conflicts with"),
+        "{}",
+        text(&second)
+    );
+    assert_eq!(ok(&second)["conflicts_with"], json!([oban]));
+    // The user confirms the move: supersede. Oban becomes history.
+    let moved = ok(&call(
+        &client,
+        "add_fact",
+        json!({"scope": sc, "subject": "Morag Dunbar", "predicate": "lives_in",
+               "object": "Portree", "supersede": true, "valid_from": "2026-01-01T00:00:00Z"}),
+    )
+    .await);
+    assert_eq!(moved["superseded"].as_array().unwrap().len(), 2, "{moved}");
+    let current = ok(&call(
+        &client,
+        "list_facts",
+        json!({"tenant": "mcpknow", "user": "alice", "namespace": "kb", "subject": "morag dunbar"}),
+    )
+    .await);
+    let objects: Vec<&str> = current["facts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["object"].as_str().unwrap())
+        .collect();
+    assert_eq!(objects, ["Portree"]);
+    let history = ok(&call(
+        &client,
+        "list_facts",
+        json!({"tenant": "mcpknow", "user": "alice", "namespace": "kb", "history": true}),
+    )
+    .await);
+    assert_eq!(history["facts"].as_array().unwrap().len(), 3);
+
+    let pref = ok(&call(
+        &client,
+        "add_preference",
+        json!({"scope": sc, "category": "communication", "preference": "Prefers email over phone calls"}),
+    )
+    .await);
+    let ent = ok(&call(
+        &client,
+        "add_entity",
+        json!({"scope": sc, "name": "Skerryvore", "type": "LOCATION", "description": "A lighthouse off Tiree"}),
+    )
+    .await);
+    assert_eq!(ent["type"], "location");
+
+    let trace = ok(&call(
+        &client,
+        "record_trace",
+        json!({"scope": sc, "task": "Book a ferry from Oban to Mull",
+               "steps": [
+                   {"thought": "Check the timetable", "action": "search",
+                    "tool_calls": [{"tool_name": "ferry_timetable", "arguments": {"from": "Oban"}, "duration_ms": 120}]},
+                   {"thought": "Book the 10:00 sailing", "action": "book",
+                    "tool_calls": [{"tool_name": "book_ticket", "arguments": {"sailing": "10:00"}, "status": "failure", "error": "sold out"},
+                                   {"tool_name": "book_ticket", "arguments": {"sailing": "12:00"}}]}
+               ],
+               "outcome": "Booked the 12:00 sailing", "success": true, "trace_key": "ferry-1"}),
+    )
+    .await);
+    assert_eq!(trace["steps"].as_array().unwrap().len(), 2);
+    assert_eq!(trace["steps"][1]["step_number"], 2);
+    assert_eq!(trace["steps"][1]["tool_calls"].as_array().unwrap().len(), 2);
+    assert_eq!(trace["success"], true);
+    // The same key again stores nothing new.
+    let again = ok(&call(
+        &client,
+        "record_trace",
+        json!({"scope": sc, "task": "Book a ferry from Oban to Mull", "steps": [{"thought": "x"}],
+               "outcome": "Booked the 12:00 sailing", "success": true, "trace_key": "ferry-1"}),
+    )
+    .await);
+    assert_eq!(again["id"], trace["id"]);
+    assert_eq!(again["steps"].as_array().unwrap().len(), 2);
+
+    let similar = ok(&call(
+        &client,
+        "similar_traces",
+        json!({"tenant": "mcpknow", "user": "alice", "namespace": "kb",
+               "task": "reserve a boat ticket to the Isle of Mull", "success_only": true}),
+    )
+    .await);
+    assert_eq!(similar["traces"][0]["item"]["id"], trace["id"]);
+
+    // Recall cites the knowledge: the current fact, the preference, the trace.
+    let pack = ok(&call(
+        &client,
+        "recall",
+        json!({"scope": sc, "query": "Where does Morag Dunbar live now?"}),
+    )
+    .await);
+    let cited = refs(&pack);
+    assert!(
+        cited.contains(&format!("fact:{}", moved["fact"]["id"].as_str().unwrap())),
+        "{cited:?}"
+    );
+    assert!(
+        !cited.iter().any(|r| r == &format!("fact:{oban}")),
+        "superseded fact recalled: {cited:?}"
+    );
+    let pack = ok(&call(
+        &client,
+        "recall",
+        json!({"scope": sc, "query": "How should I contact the user, email or phone?"}),
+    )
+    .await);
+    assert!(refs(&pack).contains(&format!("pref:{}", pref["id"].as_str().unwrap())));
+
+    // Bad input is a typed tool error, not a protocol failure.
+    let bad = call(
+        &client,
+        "add_entity",
+        json!({"scope": sc, "name": "Mull", "type": "planet"}),
+    )
+    .await;
+    assert_eq!(code(&bad), "invalid_request");
+    let forgot = ok(&call(
+        &client,
+        "forget",
+        json!({"scope": sc, "ref": format!("trace:{}", trace["id"].as_str().unwrap())}),
+    )
+    .await);
+    assert_eq!(forgot["removed"].as_array().unwrap().len(), 1);
+    client.cancel().await.unwrap();
 }

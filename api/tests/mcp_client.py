@@ -26,13 +26,19 @@ except ImportError:  # mcp 1.x: streamablehttp_client(url, headers=...) -> (read
     V2 = False
 
 TOOLS = [
+    "add_entity",
+    "add_fact",
+    "add_preference",
     "complete_turn",
     "forget",
     "list_documents",
+    "list_facts",
     "prepare_turn",
     "propose_memory",
     "recall",
+    "record_trace",
     "remember",
+    "similar_traces",
 ]
 
 
@@ -72,7 +78,7 @@ async def run(session):
 
     tools = sorted(t.name for t in (await session.list_tools()).tools)
     print("tools:", tools)
-    check(tools == TOOLS, "the seven Cairn tools are listed")
+    check(tools == TOOLS, "the thirteen Cairn tools are listed")
 
     run_id = uuid.uuid4().hex[:12]
     scope = {"tenant": "pyclient", "user": f"u{run_id}", "session": f"s{run_id}"}
