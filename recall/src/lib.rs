@@ -24,7 +24,9 @@ use std::sync::Arc;
 
 use cairn_embed::Embedder;
 use cairn_models::ids::{document_record_id, predicate_record_id};
-use cairn_models::knowledge::{key, normalize_name, normalize_predicate, Cardinality, Fact};
+use cairn_models::knowledge::{
+    key, normalize_name, normalize_predicate, Cardinality, Fact, FactStatus,
+};
 use cairn_models::{
     ErrorKind, MemoryPack, PointKind, RecordState, Scope, SelectionReason, StoredPoint, TrustOrigin,
 };
@@ -449,11 +451,14 @@ impl Recaller {
         ranked: &[Ranked],
     ) -> Result<(HashMap<Uuid, Vec<Hit>>, HashSet<String>), RecallError> {
         let mut out: HashMap<Uuid, Vec<Hit>> = HashMap::new();
+        // Only current facts have open conflicts: a superseded or invalidated one (recalled
+        // as history) is not in conflict with the facts that replaced it.
         let facts: Vec<(Uuid, &Fact)> = ranked
             .iter()
             .filter(|r| r.relevant)
             .take(self.config.max_items.max(1) * 4)
             .filter_map(|r| fact_of(&r.hit.point).map(|f| (r.hit.id, f)))
+            .filter(|(_, f)| f.status == FactStatus::Current)
             .collect();
         if facts.is_empty() {
             return Ok((out, HashSet::new()));

@@ -382,18 +382,22 @@ fn detect_conflicts(
     out
 }
 
-/// The conflict between two facts: the same subject and predicate (not multi-valued),
-/// different objects, overlapping validity. Facts are compared by their structure only.
+/// The conflict between two current facts: the same subject and predicate (not
+/// multi-valued), different objects, overlapping validity. Facts are compared by their
+/// structure only. A superseded or invalidated fact (recalled as history) conflicts with
+/// nothing: it was replaced or withdrawn, which its label says.
 fn fact_conflict(
     (i, a): (usize, &StoredPoint),
     (j, b): (usize, &StoredPoint),
     multi: &HashSet<String>,
 ) -> Option<Conflict> {
-    use cairn_models::knowledge::{normalize_name, normalize_predicate};
+    use cairn_models::knowledge::{normalize_name, normalize_predicate, FactStatus};
     let fa = crate::fact_of(a)?;
     let fb = crate::fact_of(b)?;
     let predicate = normalize_predicate(&fa.predicate);
-    if normalize_name(&fa.subject) != normalize_name(&fb.subject)
+    if fa.status != FactStatus::Current
+        || fb.status != FactStatus::Current
+        || normalize_name(&fa.subject) != normalize_name(&fb.subject)
         || predicate != normalize_predicate(&fb.predicate)
         || multi.contains(&predicate)
         || normalize_name(&fa.object) == normalize_name(&fb.object)
@@ -669,6 +673,18 @@ fn item_label(n: u32, item: &PackItem, truncated: bool) -> String {
         }
         PointKind::Entity | PointKind::Preference | PointKind::Fact | PointKind::Trace => {
             label.push(p.kind.as_str().to_string());
+            // History recalled on request must not read as what holds now.
+            if let Some(f) = crate::fact_of(p) {
+                match f.status {
+                    cairn_models::knowledge::FactStatus::Current => {}
+                    cairn_models::knowledge::FactStatus::Superseded => {
+                        label.push("superseded".into())
+                    }
+                    cairn_models::knowledge::FactStatus::Invalidated => {
+                        label.push("invalidated".into())
+                    }
+                }
+            }
         }
         _ => {
             if let Some(s) = &p.source {

@@ -5,7 +5,12 @@
 #![allow(clippy::unwrap_used)]
 
 use cairn_ingest::fixtures::embedder;
-use cairn_models::{Partition, PointKind, Role, Scope, SelectionReason, StoredPoint, TrustOrigin};
+use std::collections::HashSet;
+
+use cairn_models::knowledge::{Entity, EntityType, Fact, FactStatus, Preference, Trace};
+use cairn_models::{
+    Partition, PointKind, RecordState, Role, Scope, SelectionReason, StoredPoint, TrustOrigin,
+};
 use cairn_recall::query::{aspects, identifiers};
 use cairn_recall::{build_pack, PackInput, PackItem, TokenCounter, MIN_BUDGET};
 use proptest::prelude::*;
@@ -148,6 +153,303 @@ proptest! {
             prop_assert_eq!(c.n as usize, i + 1);
             let marker = format!("[{}]", c.n);
             prop_assert!(pack.context_markdown.contains(&marker));
+        }
+    }
+}
+
+// ---- knowledge items ----------------------------------------------------------------------
+
+/// A knowledge record as the store holds it: its id in `doc_id`, its text, its typed state.
+fn record(
+    kind: PointKind,
+    id: &str,
+    text: String,
+    state: RecordState,
+    trust: TrustOrigin,
+) -> PackItem {
+    let mut p = StoredPoint::new(kind, &Scope::default(), trust, 1_714_000_000_000);
+    p.doc_id = Some(id.to_string());
+    p.text = Some(text);
+    p.state = Some(state);
+    PackItem {
+        reference: p.reference(),
+        point: p,
+        reason: reason(0.8),
+    }
+}
+
+fn fact(id: &str, subject: &str, predicate: &str, object: &str, status: FactStatus) -> PackItem {
+    let f = Fact {
+        id: id.into(),
+        subject: subject.into(),
+        predicate: predicate.into(),
+        object: object.into(),
+        valid_from: None,
+        valid_until: None,
+        confidence: 1.0,
+        evidence_refs: vec![],
+        status,
+        superseded_by: None,
+        supersedes: vec![],
+        invalidated_by: vec![],
+        created_at: 1_714_000_000_000,
+    };
+    record(
+        PointKind::Fact,
+        id,
+        f.text(),
+        RecordState::Fact(f),
+        TrustOrigin::UserReported,
+    )
+}
+
+fn preference(id: &str, category: &str, text: &str) -> PackItem {
+    let p = Preference {
+        id: id.into(),
+        category: category.into(),
+        preference: text.into(),
+        context: None,
+        created_at: 1_714_000_000_000,
+    };
+    record(
+        PointKind::Preference,
+        id,
+        p.text(),
+        RecordState::Preference(p),
+        TrustOrigin::UserReported,
+    )
+}
+
+fn entity(id: &str, name: &str, description: &str) -> PackItem {
+    let e = Entity {
+        id: id.into(),
+        name: name.into(),
+        entity_type: EntityType::Person,
+        subtype: None,
+        description: Some(description.into()),
+        aliases: vec!["Al".into()],
+        canonical_name: None,
+        merged_into: None,
+        created_at: 1_714_000_000_000,
+        updated_at: 1_714_000_000_000,
+    };
+    record(
+        PointKind::Entity,
+        id,
+        e.text(),
+        RecordState::Entity(e),
+        TrustOrigin::UserReported,
+    )
+}
+
+fn trace(id: &str, task: &str, success: Option<bool>) -> PackItem {
+    let t = Trace {
+        id: id.into(),
+        session_id: "s1".into(),
+        task: task.into(),
+        outcome: success.map(|ok| {
+            if ok {
+                "Booked".into()
+            } else {
+                "No seats".into()
+            }
+        }),
+        success,
+        started_at: 1_714_000_000_000,
+        completed_at: success.map(|_| 1_714_000_100_000),
+    };
+    record(
+        PointKind::Trace,
+        id,
+        t.text(),
+        RecordState::Trace(t),
+        TrustOrigin::AgentOutput,
+    )
+}
+
+const F1: &str = "00000000-0000-0000-0000-0000000000f1";
+const F2: &str = "00000000-0000-0000-0000-0000000000f2";
+
+#[test]
+fn knowledge_snapshot() {
+    let e = embedder();
+    let query = "Where does Alice work, and which seat does she like on flights?";
+    let ids = identifiers(query, 8);
+    let asp = aspects(query, &ids);
+    let mut globex = fact(F2, "alice", "WORKS_AT", "Globex", FactStatus::Current);
+    globex.point.trust = TrustOrigin::AgentOutput;
+    let items = vec![
+        fact(F1, "Alice", "works_at", "Acme Corp", FactStatus::Current),
+        globex,
+        preference(
+            "00000000-0000-0000-0000-0000000000a1",
+            "travel",
+            "Window seat on long flights",
+        ),
+        entity(
+            "00000000-0000-0000-0000-0000000000e1",
+            "Alice Johnson",
+            "Engineer on the billing platform.",
+        ),
+        trace(
+            "00000000-0000-0000-0000-0000000000c1",
+            "Book Alice's flight to Lisbon",
+            Some(true),
+        ),
+    ];
+    let input = PackInput {
+        partition: &partition(),
+        query,
+        aspects: &asp,
+        budget: 800,
+        anything_relevant: true,
+        multi_valued: &Default::default(),
+    };
+    let pack = build_pack(&input, &items, e.tokenizer());
+    assert!(pack.token_count <= 800);
+    assert_eq!(
+        pack.token_count,
+        e.tokenizer().count(&pack.context_markdown)
+    );
+    let refs: Vec<&str> = pack
+        .citations
+        .iter()
+        .map(|c| c.reference.as_str())
+        .collect();
+    assert_eq!(
+        refs,
+        [
+            format!("fact:{F1}"),
+            format!("fact:{F2}"),
+            "pref:00000000-0000-0000-0000-0000000000a1".into(),
+            "ent:00000000-0000-0000-0000-0000000000e1".into(),
+            "trace:00000000-0000-0000-0000-0000000000c1".into(),
+        ]
+    );
+    // The two facts disagree by structure: one conflict, named by subject and predicate,
+    // its values the objects.
+    assert_eq!(pack.conflicts.len(), 1, "{:?}", pack.conflicts);
+    let c = &pack.conflicts[0];
+    assert_eq!(c.topic, "alice works at _");
+    assert_eq!(
+        c.sides
+            .iter()
+            .map(|s| (s.citation, s.value.as_str()))
+            .collect::<Vec<_>>(),
+        [(1, "Acme Corp"), (2, "Globex")]
+    );
+    insta::assert_snapshot!("knowledge_markdown", pack.context_markdown);
+    insta::assert_json_snapshot!("knowledge_conflicts", pack.conflicts);
+}
+
+#[test]
+fn facts_conflict_only_when_current_overlapping_and_not_multi_valued() {
+    let e = embedder();
+    let pack_of = |items: &[PackItem], multi: &HashSet<String>| {
+        let input = PackInput {
+            partition: &partition(),
+            query: "Where does Alice work?",
+            aspects: &[],
+            budget: 1000,
+            anything_relevant: true,
+            multi_valued: multi,
+        };
+        build_pack(&input, items, e.tokenizer())
+    };
+    let none = HashSet::new();
+    let current = fact(F1, "Alice", "works_at", "Acme", FactStatus::Current);
+    // History recalled on request is labelled as such and conflicts with nothing.
+    for status in [FactStatus::Superseded, FactStatus::Invalidated] {
+        let old = fact(F2, "Alice", "works_at", "Globex", status);
+        let pack = pack_of(&[current.clone(), old], &none);
+        assert!(
+            pack.conflicts.is_empty(),
+            "{status:?}: {:?}",
+            pack.conflicts
+        );
+        let label = match status {
+            FactStatus::Superseded => "· fact · superseded ·",
+            _ => "· fact · invalidated ·",
+        };
+        assert!(
+            pack.context_markdown.contains(label),
+            "{}",
+            pack.context_markdown
+        );
+    }
+    // The same object in other words is no conflict; another subject neither.
+    let same = fact(F2, "alice", "Works at", "ACME", FactStatus::Current);
+    assert!(pack_of(&[current.clone(), same], &none)
+        .conflicts
+        .is_empty());
+    let other = fact(F2, "Bob", "works_at", "Globex", FactStatus::Current);
+    assert!(pack_of(&[current.clone(), other], &none)
+        .conflicts
+        .is_empty());
+    // Disjoint validity windows do not conflict.
+    let mut later = fact(F2, "Alice", "works_at", "Globex", FactStatus::Current);
+    let mut earlier = current.clone();
+    for (item, from, until) in [
+        (&mut earlier, None, Some(100)),
+        (&mut later, Some(100), None),
+    ] {
+        let Some(RecordState::Fact(f)) = item.point.state.as_mut() else {
+            unreachable!()
+        };
+        f.valid_from = from;
+        f.valid_until = until;
+    }
+    assert!(pack_of(&[earlier, later], &none).conflicts.is_empty());
+    // A multi-valued predicate never conflicts.
+    let globex = fact(F2, "Alice", "works_at", "Globex", FactStatus::Current);
+    let multi: HashSet<String> = ["works_at".to_string()].into();
+    assert!(pack_of(&[current.clone(), globex.clone()], &multi)
+        .conflicts
+        .is_empty());
+    assert_eq!(pack_of(&[current, globex], &none).conflicts.len(), 1);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// Packs mixing facts (many conflicting), preferences, entities and traces with
+    /// documents and messages never exceed the budget either; token_count stays exact and
+    /// every conflict names two cited facts.
+    #[test]
+    fn knowledge_packs_never_exceed_budget(
+        texts in proptest::collection::vec("[A-Za-z0-9 ,.!?'\n#>-]{1,300}", 1..14),
+        budget in MIN_BUDGET..2000usize,
+        query in "[A-Za-z0-9 ?']{1,80}",
+    ) {
+        let e = embedder();
+        let items: Vec<PackItem> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let id = format!("00000000-0000-0000-0000-{i:012}");
+                match i % 6 {
+                    // Objects differ (the index leads): every pair of current facts about
+                    // the same subject conflicts.
+                    0 => fact(&id, "Alice", "works at", &format!("{i} {t}"), if i % 4 == 0 { FactStatus::Current } else { FactStatus::Superseded }),
+                    1 => preference(&id, "misc", t),
+                    2 => entity(&id, &format!("Entity {i}"), t),
+                    3 => trace(&id, t, [None, Some(true), Some(false)][i % 3]),
+                    4 => message(i as u64, Role::User, t, 1_700_000_000_000 + i as i64),
+                    _ => chunk(i as u32, t),
+                }
+            })
+            .collect();
+        let ids = identifiers(&query, 8);
+        let asp = aspects(&query, &ids);
+        let input = PackInput { partition: &partition(), query: &query, aspects: &asp, budget, anything_relevant: true, multi_valued: &Default::default() };
+        let pack = build_pack(&input, &items, e.tokenizer());
+        prop_assert!(pack.token_count <= budget, "{} > {}", pack.token_count, budget);
+        prop_assert_eq!(pack.token_count, e.tokenizer().count(&pack.context_markdown));
+        prop_assert_eq!(pack.citations.len(), pack.selected_nodes.len());
+        for c in pack.conflicts.iter().filter(|c| c.topic == "alice works at _") {
+            for side in &c.sides {
+                let cited = &pack.citations[side.citation as usize - 1];
+                prop_assert_eq!(cited.kind.as_str(), "fact");
+            }
         }
     }
 }

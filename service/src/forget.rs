@@ -3,9 +3,14 @@
 //! Evidence is a document (all its chunks and versions' registry records), a message, a
 //! conversation, the messages of a turn, or an event. Derived from it: candidates whose
 //! evidence refs all pointed at it (invalidated, their memories removed from recall),
-//! candidates that keep other evidence (the forgotten refs are dropped), and the records of
-//! completed turns whose messages were deleted (kept as tombstones, `TurnState::deleted`,
-//! so the turn id cannot be completed again).
+//! candidates that keep other evidence (the forgotten refs are dropped), facts likewise
+//! (invalidated or narrowed, and so on through the facts that cite them as `fact:`
+//! evidence), and the records of completed turns whose messages were deleted (kept as
+//! tombstones, `TurnState::deleted`, so the turn id cannot be completed again).
+//!
+//! Knowledge and reasoning records are forgotten by their refs: `ent:` (with its
+//! relationships and the entities merged into it), `pref:`, `fact:`, `rel:`, `trace:` (with
+//! its steps and tool calls).
 //!
 //! Order: derived data first, evidence last. A crash (or a timeout) between the steps then
 //! leaves evidence that still exists, or derived records that still point at evidence that
@@ -366,7 +371,7 @@ async fn forget_inner(
         }
     };
     let plan = plan_candidates(engine, partition, &removed, hard).await?;
-    let fact_plan = plan_facts(engine, partition, &removed, hard).await?;
+    let fact_plan = plan_facts(engine, partition, &removed, reference, hard).await?;
     let prior = load_receipt(engine, partition, reference).await?;
     if !stored && plan.is_empty() && fact_plan.is_empty() && turns.is_empty() {
         // Nothing left to do: a forget that already finished (its answer may have been lost
@@ -454,10 +459,22 @@ async fn forget_inner(
         }
         Evidence::Records(hits) => {
             if !hits.is_empty() {
+                // The ref, and the entities merged into a forgotten entity.
+                let mut refs = vec![by.clone()];
+                for h in &hits {
+                    let r = h.point.reference();
+                    if h.point.kind == PointKind::Entity && !refs.contains(&r) {
+                        refs.push(r);
+                    }
+                }
                 store
                     .delete_ids(partition, hits.into_iter().map(|h| h.id).collect())
                     .await?;
-                report.removed.push(by.clone());
+                for r in refs {
+                    if !report.removed.contains(&r) {
+                        report.removed.push(r);
+                    }
+                }
             }
         }
         Evidence::Event(point) => {
@@ -502,7 +519,20 @@ async fn knowledge_records(
         .await?
         .into_iter()
         .collect();
-    if let Some(key) = dependants {
+    let mut dependants: Vec<String> = dependants.into_iter().collect();
+    if let Ref::Ent(id) = reference {
+        // The entities merged into this one are the same entity under other names (their
+        // names are its aliases): they go with it, or their ids would resolve to nothing
+        // and writing their names again would answer an entity that no longer exists.
+        let merged = merged_into(engine, partition, id).await?;
+        dependants.extend(
+            merged
+                .iter()
+                .map(|h| knowledge::key::entity(&h.id.to_string())),
+        );
+        hits.extend(merged);
+    }
+    for key in dependants {
         // Also what is left of them after an interrupted forget (the record already gone).
         hits.extend(
             engine
@@ -513,7 +543,48 @@ async fn knowledge_records(
                 .filter(|h| h.point.kind != kind),
         );
     }
+    let mut seen = HashSet::new();
+    hits.retain(|h| seen.insert(h.id));
     Ok(hits)
+}
+
+/// The entities merged into `id`, directly or through others merged into it.
+async fn merged_into(
+    engine: &Engine,
+    partition: &Partition,
+    id: &str,
+) -> Result<Vec<Hit>, ServiceError> {
+    // Merged entities carry the inactive key; few enough to read them all.
+    let merged: Vec<(Hit, String)> = engine
+        .store
+        .scroll_all(
+            partition,
+            Filter::new()
+                .eq("kind", PointKind::Entity.as_str())
+                .eq("keys", knowledge::key::INACTIVE),
+        )
+        .await?
+        .into_iter()
+        .filter_map(|h| match &h.point.state {
+            Some(RecordState::Entity(e)) => e.merged_into.clone().map(|into| (h, into)),
+            _ => None,
+        })
+        .collect();
+    let mut gone: HashSet<String> = HashSet::from([id.to_string()]);
+    let mut out = Vec::new();
+    loop {
+        let before = out.len();
+        for (h, into) in &merged {
+            let me = h.id.to_string();
+            if gone.contains(into) && !gone.contains(&me) {
+                gone.insert(me);
+                out.push(h.clone());
+            }
+        }
+        if out.len() == before {
+            return Ok(out);
+        }
+    }
 }
 
 /// What to do with a fact whose evidence is (partly) forgotten.
@@ -523,45 +594,75 @@ enum FactAction {
 }
 
 /// The facts citing forgotten evidence: invalidated when all of it is gone (deleted when
-/// `hard`), narrowed otherwise. Like candidates, a retry plans nothing for what is done.
+/// `hard`), narrowed otherwise. Transitively: a fact resting on a fact this forget
+/// invalidates (`fact:` evidence) loses that evidence too, as does one citing a fact no
+/// longer stored (deleted by a hard forget, maybe by an interrupted run of this one). Like
+/// candidates, a retry plans nothing for what is done: the facts this forget invalidated
+/// earlier (`invalidated_by` names it) still count as gone for the facts resting on them.
 async fn plan_facts(
     engine: &Engine,
     partition: &Partition,
     removed: &Removed,
+    by: &Ref,
     hard: bool,
 ) -> Result<Vec<(Hit, knowledge::Fact, FactAction)>, ServiceError> {
-    let mut plan = Vec::new();
     if removed.is_empty() {
-        return Ok(plan);
+        return Ok(Vec::new());
     }
-    let facts = engine
+    let facts: Vec<(Hit, knowledge::Fact)> = engine
         .store
         .scroll_all(
             partition,
             Filter::new().eq("kind", PointKind::Fact.as_str()),
         )
-        .await?;
-    for h in facts {
-        let Some(RecordState::Fact(f)) = h.point.state.clone() else {
-            continue;
-        };
-        let (gone, remaining): (Vec<Ref>, Vec<Ref>) = f
-            .evidence_refs
-            .iter()
-            .cloned()
-            .partition(|r| removed.covers(&r.to_string()));
-        if gone.is_empty() {
-            continue;
-        }
-        if remaining.is_empty() {
-            if f.status != knowledge::FactStatus::Invalidated || hard {
-                plan.push((h, f, FactAction::Invalidate));
+        .await?
+        .into_iter()
+        .filter_map(|h| match h.point.state.clone() {
+            Some(RecordState::Fact(f)) => Some((h, f)),
+            _ => None,
+        })
+        .collect();
+    let stored: HashSet<String> = facts.iter().map(|(_, f)| f.id.clone()).collect();
+    // `fact:<id>` refs that count as forgotten besides `removed`.
+    let mut gone_facts: HashSet<String> = facts
+        .iter()
+        .filter(|(_, f)| {
+            f.status == knowledge::FactStatus::Invalidated && f.invalidated_by.contains(by)
+        })
+        .map(|(_, f)| Ref::Fact(f.id.clone()).to_string())
+        .collect();
+    let covers = |r: &Ref, gone_facts: &HashSet<String>| {
+        let printed = r.to_string();
+        removed.covers(&printed)
+            || gone_facts.contains(&printed)
+            || matches!(r, Ref::Fact(id) if !stored.contains(id))
+    };
+    // To a fixed point: each round may invalidate facts others rest on.
+    loop {
+        let mut plan = Vec::new();
+        let mut more = false;
+        for (h, f) in &facts {
+            let (gone, remaining): (Vec<Ref>, Vec<Ref>) = f
+                .evidence_refs
+                .iter()
+                .cloned()
+                .partition(|r| covers(r, &gone_facts));
+            if gone.is_empty() {
+                continue;
             }
-        } else {
-            plan.push((h, f, FactAction::Narrow(remaining)));
+            if remaining.is_empty() {
+                more |= gone_facts.insert(Ref::Fact(f.id.clone()).to_string());
+                if f.status != knowledge::FactStatus::Invalidated || hard {
+                    plan.push((h.clone(), f.clone(), FactAction::Invalidate));
+                }
+            } else {
+                plan.push((h.clone(), f.clone(), FactAction::Narrow(remaining)));
+            }
+        }
+        if !more {
+            return Ok(plan);
         }
     }
-    Ok(plan)
 }
 
 async fn apply_facts(

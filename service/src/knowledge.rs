@@ -2,7 +2,7 @@
 //! (the records are in [`cairn_models::knowledge`]).
 //!
 //! - **Entities** are found by exact name or alias (case-insensitive) and by meaning (dense
-//!   + BM25 over name, type, aliases and description). The same name and type written
+//!   and BM25 over name, type, aliases and description). The same name and type written
 //!   twice is one entity (the second write adds aliases and a description). Merging moves
 //!   relationships and names to the survivor; the merged entity keeps its id, which resolves
 //!   (`merged_into`), and its name becomes an alias of the survivor.
@@ -145,6 +145,8 @@ pub(crate) async fn put(
 }
 
 /// A record of `kind` in `scope`, its id in `doc_id`, its text in `text`.
+// Every argument is a field of the header; a builder would only rename them.
+#[allow(clippy::too_many_arguments)]
 fn record(
     kind: PointKind,
     scope: &Scope,
@@ -340,8 +342,11 @@ impl Engine {
         let mut e = match &existing {
             Some(hit) => {
                 let e = entity_of(hit)?;
-                if let Some(survivor) = &e.merged_into {
-                    let hit = load_point(self, &partition, PointKind::Entity, survivor, false)
+                if e.merged_into.is_some() {
+                    // The survivor at the end of the merge chain (it may have been merged
+                    // on in turn).
+                    let survivor = self.resolve_entity(&partition, &id).await?;
+                    let hit = load_point(self, &partition, PointKind::Entity, &survivor, false)
                         .await?
                         .ok_or_else(|| {
                             ServiceError::Internal(format!("merged entity {id} lost {survivor}"))
@@ -1040,13 +1045,26 @@ impl Engine {
         let mut trust = trust;
         if let Some(hit) = &existing {
             if let Some(RecordState::Fact(old)) = &hit.point.state {
+                // The same fact: it keeps its first spelling (the id is of the normalized
+                // triple), its history and its evidence, so that writing it again with
+                // nothing new changes nothing. A superseded or invalidated fact written
+                // again is asserted again: current, its window as this write gives it.
+                fact.subject = old.subject.clone();
+                fact.predicate = old.predicate.clone();
+                fact.object = old.object.clone();
                 fact.created_at = old.created_at;
                 fact.supersedes = old.supersedes.clone();
-                let mut ev = old.evidence_refs.clone();
-                ev.extend(fact.evidence_refs.iter().cloned());
-                ev.sort();
-                ev.dedup();
-                fact.evidence_refs = ev;
+                fact.invalidated_by = old.invalidated_by.clone();
+                // An invalidated fact still lists the evidence that was forgotten: it is
+                // gone, and keeping it would let a retry of that forget invalidate the fact
+                // again. Only what this write cites stands behind it now.
+                if old.status != FactStatus::Invalidated {
+                    let mut ev = old.evidence_refs.clone();
+                    ev.extend(fact.evidence_refs.iter().cloned());
+                    ev.sort();
+                    ev.dedup();
+                    fact.evidence_refs = ev;
+                }
                 trust = hit.point.trust;
             }
         }
@@ -1173,17 +1191,20 @@ impl Engine {
 
     /// The open conflicts of the partition: current facts with the same subject and
     /// predicate, different objects and overlapping validity, whose predicate is not
-    /// declared (single-valued ones supersede, multi-valued ones coexist).
+    /// declared multi-valued (those coexist). Recall shows the same conflicts. A
+    /// single-valued predicate supersedes on write, so its facts conflict only when they
+    /// were written before it was declared.
     pub async fn fact_conflicts(
         &self,
         who: &Principal,
         partition: &Partition,
     ) -> Result<Vec<FactConflict>, ServiceError> {
         authorize(who, partition, Operation::Read)?;
-        let declared: HashSet<String> = self
+        let multi_valued: HashSet<String> = self
             .list_predicates(who, partition)
             .await?
             .into_iter()
+            .filter(|p| p.cardinality == Cardinality::Multi)
             .map(|p| p.name)
             .collect();
         let mut groups: BTreeMap<(String, String), Vec<Fact>> = BTreeMap::new();
@@ -1202,7 +1223,7 @@ impl Engine {
         }
         let mut out = Vec::new();
         for ((subject, predicate), mut facts) in groups {
-            if declared.contains(&predicate) {
+            if multi_valued.contains(&predicate) {
                 continue;
             }
             facts.sort_by_key(|f| (f.created_at, f.id.clone()));

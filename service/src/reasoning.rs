@@ -95,6 +95,12 @@ impl Engine {
         }
         check_text("task", Some(&req.task))?;
         let partition = scope.partition();
+        // A keyed start reads before it writes: two starts of one key must not both write
+        // (the second, with another task, would silently replace the first).
+        let _k = match &req.trace_key {
+            Some(_) => Some(self.knowledge_lock.lock().await),
+            None => None,
+        };
         let id = match &req.trace_key {
             Some(k) => {
                 validate_component("trace_key", k)?;
@@ -385,7 +391,14 @@ impl Engine {
         tool: Option<&str>,
     ) -> Result<Vec<ToolStats>, ServiceError> {
         authorize(who, partition, Operation::Read)?;
-        let calls = scan(self, partition, PointKind::ToolCall, tool.map(key::tool)).await?;
+        // Tool names are stored trimmed.
+        let calls = scan(
+            self,
+            partition,
+            PointKind::ToolCall,
+            tool.map(|t| key::tool(t.trim())),
+        )
+        .await?;
         let mut by_tool: BTreeMap<String, Vec<ToolCall>> = BTreeMap::new();
         for h in calls {
             if let Some(RecordState::ToolCall(c)) = h.point.state {
