@@ -574,6 +574,7 @@ impl From<ProposeMemoryArgs> for CandidateRequest {
             evidence_refs: a.evidence_refs,
             confidence: a.confidence,
             metadata: a.metadata.map(serde_json::Value::Object),
+            knowledge: None,
         }
     }
 }

@@ -445,6 +445,50 @@ pub struct ToolCall {
     pub created_at: i64,
 }
 
+/// The structured knowledge a candidate proposes (a third-party agent's claim): written as
+/// a fact, preference or entity with trust origin `third_party_agent` only when a trusted
+/// caller approves the candidate; a fact cites the candidate's evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ProposedKnowledge {
+    Fact {
+        subject: String,
+        predicate: String,
+        object: String,
+        #[serde(default)]
+        valid_from: Option<i64>,
+        #[serde(default)]
+        valid_until: Option<i64>,
+    },
+    Preference {
+        category: String,
+        preference: String,
+        #[serde(default)]
+        context: Option<String>,
+    },
+    Entity {
+        name: String,
+        #[serde(rename = "type")]
+        entity_type: String,
+        #[serde(default)]
+        description: Option<String>,
+        #[serde(default)]
+        aliases: Vec<String>,
+    },
+}
+
+impl ProposedKnowledge {
+    /// `fact`, `preference` or `entity`: the candidate's `memory_type` must say the same.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ProposedKnowledge::Fact { .. } => "fact",
+            ProposedKnowledge::Preference { .. } => "preference",
+            ProposedKnowledge::Entity { .. } => "entity",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -93,6 +93,12 @@ pub struct CandidateState {
     /// The forgotten refs that invalidated or narrowed it.
     #[serde(default)]
     pub invalidated_by: Vec<Ref>,
+    /// The structured knowledge it proposes, written when it is approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knowledge: Option<crate::knowledge::ProposedKnowledge>,
+    /// The record its approval wrote (`fact:`, `pref:`, `ent:`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knowledge_ref: Option<Ref>,
 }
 
 /// An approved memory's origin.

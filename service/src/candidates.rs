@@ -15,6 +15,7 @@
 
 use cairn_models::failpoint;
 use cairn_models::ids::{candidate_id, candidate_record_id, memory_point_id, sha256_hex};
+use cairn_models::knowledge::{FactStatus, ProposedKnowledge};
 use cairn_models::scope::validate_component;
 use cairn_models::state::{CandidateState, MemoryState, RecordState};
 use cairn_models::{Partition, PointKind, Ref, Scope, StoredPoint, TrustOrigin};
@@ -53,6 +54,13 @@ pub struct CandidateRequest {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
+    /// Structured knowledge the candidate proposes (`{"kind": "fact", subject, predicate,
+    /// object, valid_from?, valid_until?}`, `{"kind": "preference", ...}` or
+    /// `{"kind": "entity", ...}`; `memory_type` must name the same kind). Approving writes it
+    /// as a fact, preference or entity with trust origin `third_party_agent`; a fact cites
+    /// the candidate's evidence, so forgetting that evidence invalidates it.
+    #[serde(default)]
+    pub knowledge: Option<ProposedKnowledge>,
 }
 
 /// `POST /v1/candidates/{id}/approve` and `/reject` body.
@@ -84,10 +92,17 @@ pub struct CandidateView {
     /// Epoch ms of the approval, rejection or invalidation.
     pub decided_at: Option<i64>,
     pub note: Option<String>,
-    /// `mem:<id>` while approved: the ref recall cites.
+    /// While approved, the ref recall cites: `mem:<id>`, or the `fact:`, `pref:` or `ent:`
+    /// of the knowledge it proposed.
     pub memory_ref: Option<String>,
     /// The forgotten refs that invalidated it.
     pub invalidated_by: Vec<String>,
+    /// The structured knowledge it proposes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knowledge: Option<ProposedKnowledge>,
+    /// The record its approval wrote (`fact:<id>`, `pref:<id>`, `ent:<id>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knowledge_ref: Option<String>,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
 }
@@ -145,9 +160,15 @@ impl Stored {
             proposed_at: self.point.ts,
             decided_at: self.state.decided_at,
             note: self.state.note.clone(),
-            memory_ref: (self.state.status == CandidateStatus::Approved)
-                .then(|| Ref::mem(id.as_str()).to_string()),
+            memory_ref: (self.state.status == CandidateStatus::Approved).then(|| {
+                match &self.state.knowledge_ref {
+                    Some(r) => r.to_string(),
+                    None => Ref::mem(id.as_str()).to_string(),
+                }
+            }),
             invalidated_by: refs_as_strings(&self.state.invalidated_by),
+            knowledge: self.state.knowledge.clone(),
+            knowledge_ref: self.state.knowledge_ref.as_ref().map(ToString::to_string),
             metadata: self.point.metadata.clone(),
             candidate_id: id,
         }
@@ -282,6 +303,16 @@ pub(crate) async fn propose(
         ));
     }
     let evidence = canonical_evidence(&req.evidence_refs)?;
+    if let Some(k) = &req.knowledge {
+        if k.kind() != req.memory_type {
+            return Err(ServiceError::InvalidRequest(format!(
+                "memory_type is {:?} but the proposed knowledge is a {}",
+                req.memory_type,
+                k.kind()
+            )));
+        }
+        crate::knowledge::check_proposal(k)?;
+    }
     let partition = req.scope.partition();
     let id = candidate_id(
         &partition,
@@ -329,6 +360,8 @@ pub(crate) async fn propose(
             decided_at: None,
             note: None,
             invalidated_by: Vec::new(),
+            knowledge: req.knowledge,
+            knowledge_ref: None,
         },
     };
     save(engine, &stored).await?;
@@ -403,6 +436,38 @@ pub(crate) async fn write_memory(engine: &Engine, stored: &Stored) -> Result<(),
     Ok(())
 }
 
+/// What an approval writes: the structured knowledge the candidate proposes (the fact,
+/// preference or entity is then its memory: recall cites it, not a `mem:` restatement of
+/// the same claim), or else the searchable `mem:` point.
+async fn write_approved(engine: &Engine, stored: &mut Stored) -> Result<(), ServiceError> {
+    if stored.state.knowledge.is_some() {
+        write_knowledge(engine, stored).await
+    } else {
+        write_memory(engine, stored).await
+    }
+}
+
+/// Whether what an approval writes is stored.
+async fn approved_stored(engine: &Engine, stored: &Stored) -> Result<bool, ServiceError> {
+    if stored.state.knowledge.is_none() {
+        return memory_stored(engine, stored).await;
+    }
+    let partition = partition_of(&stored.point);
+    Ok(match &stored.state.knowledge_ref {
+        Some(Ref::Fact(id)) | Some(Ref::Pref(id)) | Some(Ref::Ent(id)) => {
+            match uuid::Uuid::parse_str(id) {
+                Ok(u) => !engine
+                    .store
+                    .retrieve(&partition, &[u], false)
+                    .await?
+                    .is_empty(),
+                Err(_) => false,
+            }
+        }
+        _ => false,
+    })
+}
+
 /// Whether the searchable memory point of a candidate is stored.
 async fn memory_stored(engine: &Engine, stored: &Stored) -> Result<bool, ServiceError> {
     let partition = partition_of(&stored.point);
@@ -436,6 +501,7 @@ pub(crate) async fn invalidate(
     hard: bool,
 ) -> Result<(), ServiceError> {
     remove_memory(engine, &stored).await?;
+    forget_knowledge(engine, &stored, by, hard).await?;
     if hard {
         let partition = partition_of(&stored.point);
         engine
@@ -451,6 +517,136 @@ pub(crate) async fn invalidate(
     stored.state.decided_at = Some(chrono::Utc::now().timestamp_millis());
     note_invalidated_by(&mut stored, by)?;
     save(engine, &stored).await
+}
+
+/// Writes the knowledge an approved candidate proposes, as `third_party_agent`, and records
+/// its ref on the candidate. A fact cites the candidate's evidence (so forgetting that
+/// evidence invalidates it like the candidate) with the candidate's confidence; it never
+/// supersedes by itself (a single-valued predicate's declaration still applies).
+async fn write_knowledge(engine: &Engine, stored: &mut Stored) -> Result<(), ServiceError> {
+    use crate::knowledge::{EntityRequest, FactRequest, PreferenceRequest};
+    let Some(k) = stored.state.knowledge.clone() else {
+        return Ok(());
+    };
+    let scope = scope_of_point(&stored.point);
+    let trust = TrustOrigin::ThirdPartyAgent;
+    let reference = match k {
+        ProposedKnowledge::Fact {
+            subject,
+            predicate,
+            object,
+            valid_from,
+            valid_until,
+        } => {
+            let out = engine
+                .store_fact(
+                    FactRequest {
+                        scope,
+                        subject,
+                        predicate,
+                        object,
+                        valid_from,
+                        valid_until,
+                        confidence: Some(stored.state.confidence),
+                        evidence_refs: stored.evidence(),
+                        supersede: false,
+                        trust_origin: Some(trust),
+                    },
+                    trust,
+                )
+                .await?;
+            Ref::Fact(out.fact.id)
+        }
+        ProposedKnowledge::Preference {
+            category,
+            preference,
+            context,
+        } => Ref::Pref(
+            engine
+                .store_preference(
+                    PreferenceRequest {
+                        scope,
+                        category,
+                        preference,
+                        context,
+                        trust_origin: Some(trust),
+                    },
+                    trust,
+                )
+                .await?
+                .id,
+        ),
+        ProposedKnowledge::Entity {
+            name,
+            entity_type,
+            description,
+            aliases,
+        } => Ref::Ent(
+            engine
+                .store_entity(
+                    EntityRequest {
+                        scope,
+                        name,
+                        entity_type,
+                        subtype: None,
+                        description,
+                        aliases,
+                        trust_origin: Some(trust),
+                    },
+                    trust,
+                )
+                .await?
+                .id,
+        ),
+    };
+    stored.state.knowledge_ref = Some(reference);
+    save(engine, stored).await
+}
+
+/// When a candidate is invalidated: the fact its approval wrote is invalidated too (deleted
+/// when `hard`); a preference or an entity it wrote is deleted if it is still only the
+/// third party's (a record a trusted writer also wrote stays).
+async fn forget_knowledge(
+    engine: &Engine,
+    stored: &Stored,
+    by: &str,
+    hard: bool,
+) -> Result<(), ServiceError> {
+    let Some(reference) = &stored.state.knowledge_ref else {
+        return Ok(());
+    };
+    let partition = partition_of(&stored.point);
+    let (kind, id) = match reference {
+        Ref::Fact(id) => (PointKind::Fact, id),
+        Ref::Pref(id) => (PointKind::Preference, id),
+        Ref::Ent(id) => (PointKind::Entity, id),
+        _ => return Ok(()),
+    };
+    let Some(hit) = crate::knowledge::load_point(engine, &partition, kind, id, false).await? else {
+        return Ok(());
+    };
+    match (&hit.point.state, hard) {
+        (Some(RecordState::Fact(f)), false) if f.status != FactStatus::Invalidated => {
+            let mut f = f.clone();
+            f.status = FactStatus::Invalidated;
+            let by = Ref::parse(by)?;
+            if !f.invalidated_by.contains(&by) {
+                f.invalidated_by.push(by);
+            }
+            crate::knowledge::write_fact(engine, &scope_of_point(&hit.point), hit.point.trust, &f)
+                .await?;
+        }
+        (Some(RecordState::Fact(_)), false) => {}
+        _ if hit.point.trust == TrustOrigin::ThirdPartyAgent || kind == PointKind::Fact => {
+            engine.store.delete_ids(&partition, vec![hit.id]).await?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn scope_of_point(p: &StoredPoint) -> Scope {
+    crate::knowledge::scope_of(p)
 }
 
 fn note_invalidated_by(stored: &mut Stored, by: &str) -> Result<(), ServiceError> {
@@ -474,7 +670,9 @@ pub(crate) async fn narrow(
         .map(|r| Ref::parse(r))
         .collect::<Result<_, _>>()?;
     note_invalidated_by(&mut stored, by)?;
-    if stored.state.status == CandidateStatus::Approved {
+    // A plain memory restates its evidence refs; a fact's evidence is narrowed by the same
+    // forget (it cites the same refs).
+    if stored.state.status == CandidateStatus::Approved && stored.state.knowledge.is_none() {
         write_memory(engine, &stored).await?;
     }
     save(engine, &stored).await
@@ -510,8 +708,8 @@ pub(crate) async fn decide(
         s if s == wanted => {
             // Idempotent, and a repair: the status is written before the memory, so a crash
             // in between leaves "approved" without its memory point; write it now.
-            if approve && !memory_stored(engine, &stored).await? {
-                write_memory(engine, &stored).await?;
+            if approve && !approved_stored(engine, &stored).await? {
+                write_approved(engine, &mut stored).await?;
             }
             return Ok(stored.view());
         }
@@ -543,7 +741,7 @@ pub(crate) async fn decide(
         // finds to clean up.
         save(engine, &stored).await?;
         failpoint("approve.after_status");
-        if let Err(e) = write_memory(engine, &stored).await {
+        if let Err(e) = write_approved(engine, &mut stored).await {
             // "approved" is not reported before the memory is stored: put the decision back
             // (best effort; if this fails too, approving again repairs it).
             if let Err(undo) = save(engine, &before).await {

@@ -83,6 +83,70 @@ fn check_name(field: &str, value: &str) -> Result<(), ServiceError> {
     Ok(())
 }
 
+/// Checks a candidate's proposed knowledge with the rules its direct write applies, so a
+/// proposal that could never be written is refused when it is proposed, not approved.
+pub(crate) fn check_proposal(
+    k: &cairn_models::knowledge::ProposedKnowledge,
+) -> Result<(), ServiceError> {
+    use cairn_models::knowledge::ProposedKnowledge as P;
+    match k {
+        P::Fact {
+            subject,
+            predicate,
+            object,
+            valid_from,
+            valid_until,
+        } => {
+            check_name("subject", subject)?;
+            check_name("predicate", predicate)?;
+            check_name("object", object)?;
+            if normalize_predicate(predicate).is_empty() {
+                return Err(ServiceError::InvalidRequest(
+                    "predicate has no letters or digits".into(),
+                ));
+            }
+            if let (Some(f), Some(u)) = (valid_from, valid_until) {
+                if u <= f {
+                    return Err(ServiceError::InvalidRequest(
+                        "valid_until must be after valid_from".into(),
+                    ));
+                }
+            }
+        }
+        P::Preference {
+            category,
+            preference,
+            context,
+        } => {
+            check_name("category", category)?;
+            if preference.trim().is_empty() {
+                return Err(ServiceError::InvalidRequest("preference is empty".into()));
+            }
+            check_text("preference", Some(preference))?;
+            check_text("context", context.as_deref())?;
+        }
+        P::Entity {
+            name,
+            entity_type,
+            description,
+            aliases,
+        } => {
+            check_name("name", name)?;
+            if EntityType::parse(entity_type).is_none() {
+                return Err(ServiceError::InvalidRequest(format!(
+                    "unknown entity type {entity_type:?}: expected person, organization, location, event, object or other"
+                )));
+            }
+            check_text("description", description.as_deref())?;
+            limits::check_count("aliases", aliases.len(), MAX_ALIASES)?;
+            for a in aliases {
+                check_name("alias", a)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 fn check_text(field: &str, value: Option<&str>) -> Result<(), ServiceError> {
     if let Some(v) = value {
         limits::check_bytes(field, v, MAX_TEXT_BYTES)?;
@@ -316,8 +380,19 @@ impl Engine {
         who: &Principal,
         req: EntityRequest,
     ) -> Result<Entity, ServiceError> {
-        let mut scope = req.scope.clone();
-        admit_write(who, &mut scope, Operation::WriteKnowledge)?;
+        let mut req = req;
+        admit_write(who, &mut req.scope, Operation::WriteKnowledge)?;
+        let trust = origin(who, req.trust_origin)?;
+        self.store_entity(req, trust).await
+    }
+
+    /// [`Engine::add_entity`] for an admitted writer, recorded as `trust` (also an approved candidate's entity, as `third_party_agent`).
+    pub(crate) async fn store_entity(
+        &self,
+        req: EntityRequest,
+        trust: TrustOrigin,
+    ) -> Result<Entity, ServiceError> {
+        let scope = req.scope.clone();
         check_name("name", &req.name)?;
         let entity_type = EntityType::parse(&req.entity_type).ok_or_else(|| {
             ServiceError::InvalidRequest(format!(
@@ -333,7 +408,6 @@ impl Engine {
         for a in &req.aliases {
             check_name("alias", a)?;
         }
-        let trust = origin(who, req.trust_origin)?;
         let partition = scope.partition();
         let id = ids::entity_id(&partition, &req.name, entity_type.as_str()).to_string();
         let _k = self.knowledge_lock.lock().await;
@@ -771,15 +845,25 @@ impl Engine {
         who: &Principal,
         req: PreferenceRequest,
     ) -> Result<Preference, ServiceError> {
-        let mut scope = req.scope.clone();
-        admit_write(who, &mut scope, Operation::WriteKnowledge)?;
+        let mut req = req;
+        admit_write(who, &mut req.scope, Operation::WriteKnowledge)?;
+        let trust = origin(who, req.trust_origin)?;
+        self.store_preference(req, trust).await
+    }
+
+    /// [`Engine::add_preference`] for an admitted writer, recorded as `trust` (also an approved candidate's preference).
+    pub(crate) async fn store_preference(
+        &self,
+        req: PreferenceRequest,
+        trust: TrustOrigin,
+    ) -> Result<Preference, ServiceError> {
+        let scope = req.scope.clone();
         check_name("category", &req.category)?;
         if req.preference.trim().is_empty() {
             return Err(ServiceError::InvalidRequest("preference is empty".into()));
         }
         check_text("preference", Some(&req.preference))?;
         check_text("context", req.context.as_deref())?;
-        let trust = origin(who, req.trust_origin)?;
         let partition = scope.partition();
         let id = ids::preference_id(&partition, &req.category, &req.preference);
         let _k = self.knowledge_lock.lock().await;
@@ -973,8 +1057,19 @@ impl Engine {
         who: &Principal,
         req: FactRequest,
     ) -> Result<FactOutcome, ServiceError> {
-        let mut scope = req.scope.clone();
-        admit_write(who, &mut scope, Operation::WriteKnowledge)?;
+        let mut req = req;
+        admit_write(who, &mut req.scope, Operation::WriteKnowledge)?;
+        let trust = origin(who, req.trust_origin)?;
+        self.store_fact(req, trust).await
+    }
+
+    /// [`Engine::add_fact`] for an admitted writer, recorded as `trust` (also an approved candidate's fact).
+    pub(crate) async fn store_fact(
+        &self,
+        req: FactRequest,
+        trust: TrustOrigin,
+    ) -> Result<FactOutcome, ServiceError> {
+        let scope = req.scope.clone();
         check_name("subject", &req.subject)?;
         check_name("predicate", &req.predicate)?;
         check_name("object", &req.object)?;
@@ -997,7 +1092,6 @@ impl Engine {
             }
         }
         limits::check_count("evidence_refs", req.evidence_refs.len(), MAX_FACT_EVIDENCE)?;
-        let trust = origin(who, req.trust_origin)?;
         let partition = scope.partition();
         let mut evidence: Vec<Ref> = Vec::new();
         for r in &req.evidence_refs {

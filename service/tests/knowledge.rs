@@ -17,6 +17,7 @@ use cairn_models::knowledge::{Cardinality, Fact, FactStatus, ToolStatus};
 use cairn_models::Ref;
 use cairn_models::{MemoryPack, Partition, Role, Scope};
 use cairn_recall::RecallFilters;
+use cairn_service::candidates::{CandidateRequest, DecisionRequest};
 use cairn_service::documents::DocumentBody;
 use cairn_service::grants::GrantRequest;
 use cairn_service::knowledge::{
@@ -1794,4 +1795,188 @@ async fn recall_cites_knowledge_shows_fact_conflicts_and_hides_history() {
             assert!(pack.token_count <= budget);
         }
     }
+}
+
+// ---- knowledge through the review queue --------------------------------------------------
+
+fn proposal(sc: &Scope, knowledge: serde_json::Value, evidence: &[String]) -> CandidateRequest {
+    serde_json::from_value(serde_json::json!({
+        "scope": sc,
+        "source_agent": "scout",
+        "memory_type": knowledge["kind"],
+        "content": "Morag Dunbar keeps the Skerryvore lighthouse",
+        "evidence_refs": evidence,
+        "confidence": 0.8,
+        "knowledge": knowledge,
+    }))
+    .unwrap()
+}
+
+/// A third party's fact reaches knowledge only through approval, as `third_party_agent`,
+/// citing the candidate's evidence; forgetting that evidence invalidates both.
+#[tokio::test(flavor = "multi_thread")]
+async fn proposed_knowledge_is_written_only_when_approved() {
+    let env = open();
+    let e = &env.engine;
+    let sc = scope("acme", "alice");
+    let p = sc.partition();
+    let evidence = messages(
+        e,
+        &sc,
+        "c1",
+        &["Morag Dunbar has kept the Skerryvore lighthouse since 2019."],
+    )
+    .await;
+    let fact = serde_json::json!({"kind": "fact", "subject": "Morag Dunbar",
+        "predicate": "keeps", "object": "Skerryvore lighthouse"});
+
+    // Refused up front: a kind that contradicts memory_type, a proposal no write accepts.
+    let mut wrong = proposal(&sc, fact.clone(), &evidence);
+    wrong.memory_type = "preference".into();
+    assert!(matches!(
+        e.propose(&LOCAL, wrong).await,
+        Err(ServiceError::InvalidRequest(_))
+    ));
+    let empty = proposal(
+        &sc,
+        serde_json::json!({"kind": "fact", "subject": " ", "predicate": "keeps", "object": "x"}),
+        &evidence,
+    );
+    assert!(matches!(
+        e.propose(&LOCAL, empty).await,
+        Err(ServiceError::InvalidRequest(_))
+    ));
+    let planet = proposal(
+        &sc,
+        serde_json::json!({"kind": "entity", "name": "Tiree", "type": "planet"}),
+        &evidence,
+    );
+    assert!(matches!(
+        e.propose(&LOCAL, planet).await,
+        Err(ServiceError::InvalidRequest(_))
+    ));
+
+    let proposed = e
+        .propose(&LOCAL, proposal(&sc, fact, &evidence))
+        .await
+        .unwrap();
+    let id = proposed.candidate.candidate_id.clone();
+    // Pending: nothing known yet.
+    assert!(facts(e, &p, history()).await.is_empty());
+    assert!(proposed.candidate.knowledge_ref.is_none());
+
+    let approved = e
+        .decide(
+            &LOCAL,
+            &id,
+            DecisionRequest {
+                scope: sc.clone(),
+                note: None,
+            },
+            true,
+        )
+        .await
+        .unwrap();
+    let fact_ref = approved.knowledge_ref.clone().expect("knowledge_ref");
+    let known = facts(e, &p, FactQuery::default()).await;
+    assert_eq!(known.len(), 1);
+    assert_eq!(fact_ref, format!("fact:{}", known[0].id));
+    assert_eq!(
+        known[0]
+            .evidence_refs
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        evidence
+    );
+    assert!((known[0].confidence - 0.8).abs() < 1e-9);
+    // Recorded as the third party's, cited so in recall.
+    let pack = recall(e, &sc, "Who keeps the Skerryvore lighthouse?", 1000, false).await;
+    let cite = pack
+        .citations
+        .iter()
+        .find(|c| c.reference == fact_ref)
+        .expect("the approved fact is recalled");
+    assert_eq!(
+        cite.trust_origin,
+        cairn_models::TrustOrigin::ThirdPartyAgent
+    );
+    // Approving again is a replay: the same fact, nothing new.
+    let again = e
+        .decide(
+            &LOCAL,
+            &id,
+            DecisionRequest {
+                scope: sc.clone(),
+                note: None,
+            },
+            true,
+        )
+        .await
+        .unwrap();
+    assert_eq!(again.knowledge_ref.as_deref(), Some(fact_ref.as_str()));
+    assert_eq!(facts(e, &p, history()).await.len(), 1);
+
+    // Forgetting the evidence invalidates the candidate and its fact.
+    let report = e
+        .forget(
+            &LOCAL,
+            ForgetRequest {
+                scope: sc.clone(),
+                reference: evidence[0].clone(),
+                hard: false,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        report.invalidated.contains(&format!("cand:{id}")),
+        "{report:?}"
+    );
+    assert!(report.invalidated.contains(&fact_ref), "{report:?}");
+    assert!(facts(e, &p, FactQuery::default()).await.is_empty());
+    let all = facts(e, &p, history()).await;
+    assert_eq!(all[0].status, FactStatus::Invalidated);
+
+    // A rejected proposal never becomes knowledge.
+    let doc = e
+        .ingest_text(
+            &LOCAL,
+            DocumentBody {
+                scope: sc.clone(),
+                source: "notes.md".into(),
+                text: "Ewan prefers window seats on ferries.".into(),
+                media_type: "text/markdown".into(),
+                metadata: None,
+            },
+        )
+        .await
+        .unwrap();
+    let pref = proposal(
+        &sc,
+        serde_json::json!({"kind": "preference", "category": "travel", "preference": "window seats on ferries"}),
+        &[format!("doc:{}", doc.doc_id)],
+    );
+    let cand = e
+        .propose(&LOCAL, pref)
+        .await
+        .unwrap()
+        .candidate
+        .candidate_id;
+    e.decide(
+        &LOCAL,
+        &cand,
+        DecisionRequest {
+            scope: sc.clone(),
+            note: Some("not the user's".into()),
+        },
+        false,
+    )
+    .await
+    .unwrap();
+    assert!(e
+        .list_preferences(&LOCAL, &p, None, None, None)
+        .await
+        .unwrap()
+        .is_empty());
 }
