@@ -18,6 +18,7 @@ use clap::{Args, Parser, Subcommand};
 
 mod bench;
 mod cli_eval;
+mod knowledge;
 mod tck;
 
 #[derive(Debug, Parser)]
@@ -58,8 +59,10 @@ struct ScopeArgs {
     namespace: String,
     #[arg(long, global = true, env = "CAIRN_AGENT", default_value = "default")]
     agent: String,
-    #[arg(long, global = true, env = "CAIRN_SESSION", default_value = "default")]
-    session: String,
+    /// The session [default: default]. `cairn traces list` lists every session's traces
+    /// unless one is given.
+    #[arg(long, global = true, env = "CAIRN_SESSION")]
+    session: Option<String>,
 }
 
 impl ScopeArgs {
@@ -69,7 +72,7 @@ impl ScopeArgs {
             &self.user,
             &self.namespace,
             &self.agent,
-            &self.session,
+            self.session.as_deref().unwrap_or("default"),
         )?)
     }
 }
@@ -161,6 +164,51 @@ enum Command {
     Grants {
         #[command(subcommand)]
         action: GrantsCommand,
+    },
+    /// Knowledge: entities (people, organizations, places...), their relationships and
+    /// merges.
+    Entities {
+        /// Print the service's JSON.
+        #[arg(long, global = true)]
+        json: bool,
+        #[command(subcommand)]
+        action: knowledge::EntitiesCommand,
+    },
+    /// Knowledge: facts (subject, predicate, object) with validity, supersession and
+    /// conflicts; predicate declarations.
+    Facts {
+        /// Print the service's JSON.
+        #[arg(long, global = true)]
+        json: bool,
+        #[command(subcommand)]
+        action: knowledge::FactsCommand,
+    },
+    /// Knowledge: the user's preferences.
+    Prefs {
+        /// Print the service's JSON.
+        #[arg(long, global = true)]
+        json: bool,
+        #[command(subcommand)]
+        action: knowledge::PrefsCommand,
+    },
+    /// Reasoning memory: agents' traces, their steps and tool calls.
+    Traces {
+        /// Print the service's JSON.
+        #[arg(long, global = true)]
+        json: bool,
+        #[command(subcommand)]
+        action: knowledge::TracesCommand,
+    },
+    /// Forget what a ref names (doc:, msg:, conv:, turn:, evt:, cand:, mem:, ent:, pref:,
+    /// fact:, trace:...) and what derives from it.
+    Forget {
+        #[arg(value_name = "REF")]
+        reference: String,
+        /// Also delete invalidated derived records, and flush before answering.
+        #[arg(long)]
+        hard: bool,
+        #[arg(long)]
+        json: bool,
     },
     /// Benchmarks: figures and ratios, never pass/fail.
     Bench {
@@ -380,6 +428,41 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
             let scope = cli.scope.scope()?;
             let engine = open_engine(&cli.data_dir).await?;
             grants(&engine, &scope, action).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Entities { json, action } => {
+            let scope = cli.scope.scope()?;
+            let engine = open_engine(&cli.data_dir).await?;
+            knowledge::entities(&engine, &scope, json, action).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Facts { json, action } => {
+            let scope = cli.scope.scope()?;
+            let engine = open_engine(&cli.data_dir).await?;
+            knowledge::facts(&engine, &scope, json, action).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Prefs { json, action } => {
+            let scope = cli.scope.scope()?;
+            let engine = open_engine(&cli.data_dir).await?;
+            knowledge::prefs(&engine, &scope, json, action).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Traces { json, action } => {
+            let scope = cli.scope.scope()?;
+            let engine = open_engine(&cli.data_dir).await?;
+            let session = cli.scope.session.as_deref();
+            knowledge::traces(&engine, &scope, session, json, action).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Forget {
+            reference,
+            hard,
+            json,
+        } => {
+            let scope = cli.scope.scope()?;
+            let engine = open_engine(&cli.data_dir).await?;
+            knowledge::forget(&engine, &scope, reference, hard, json).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::HashKey { key } => {

@@ -27,6 +27,13 @@
 //! `default`). Every field of an expectation is optional; a step with an `error`
 //! expectation passes only if the operation fails with that error kind
 //! (`bad_input`, `not_found`, `conflict`, `unavailable`, `internal`).
+//!
+//! Knowledge and reasoning memory have their own steps (`add_entity`, `add_preference`,
+//! `declare_predicate`, `add_fact`, `fact_conflicts`, `list_facts`, `trace`,
+//! `similar_traces`; see [`knowledge`]), which call the service's `Engine` methods. A
+//! writing step may name its record (`"as": "old"`) and a later expectation refer to it as
+//! `"$old"` wherever a ref is expected. `recall` runs `Engine::recall` (the operation every
+//! door calls); `"filters": {"include_history": true}` recalls superseded facts too.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -36,11 +43,17 @@ use std::time::Instant;
 use cairn_embed::Embedder;
 use cairn_ingest::{catalog, DocumentInput, MediaType, MessageInput, Progress};
 use cairn_models::{Coverage, ErrorKind, MemoryPack, Scope, TrustOrigin};
-use cairn_recall::{RecallConfig, RecallFilters, RecallRequest};
+use cairn_recall::RecallFilters;
+use cairn_service::recall::RecallBody;
+use cairn_service::Principal;
 use serde::{Deserialize, Serialize};
 
 use crate::stack::Workspace;
 use crate::{EvalError, Result};
+
+pub mod knowledge;
+
+use knowledge::Names;
 
 /// A scenario file.
 #[derive(Debug, Clone, Deserialize)]
@@ -79,6 +92,43 @@ pub enum Step {
     Recall(Box<RecallStep>),
     DeleteDocument(DeleteStep),
     Stats(StatsStep),
+    AddEntity(knowledge::EntityStep),
+    AddPreference(knowledge::PreferenceStep),
+    DeclarePredicate(knowledge::PredicateStep),
+    AddFact(knowledge::FactStep),
+    FactConflicts(knowledge::ConflictsStep),
+    ListFacts(knowledge::ListFactsStep),
+    Trace(knowledge::TraceStep),
+    SimilarTraces(knowledge::SimilarTracesStep),
+}
+
+impl Step {
+    /// What the step does, for failure messages, and the name of its scope.
+    fn describe(&self) -> (String, &String) {
+        match self {
+            Step::IngestDocument(s) => (format!("ingest_document {}", s.source), &s.scope),
+            Step::RecordMessages(s) => {
+                (format!("record_messages ({})", s.messages.len()), &s.scope)
+            }
+            Step::Recall(s) => (format!("recall {:?}", s.query), &s.scope),
+            Step::DeleteDocument(s) => (format!("delete_document {}", s.source), &s.scope),
+            Step::Stats(s) => ("stats".to_string(), &s.scope),
+            Step::AddEntity(s) => (format!("add_entity {:?}", s.name), &s.scope),
+            Step::AddPreference(s) => (
+                format!("add_preference {}: {:?}", s.category, s.preference),
+                &s.scope,
+            ),
+            Step::DeclarePredicate(s) => (format!("declare_predicate {}", s.predicate), &s.scope),
+            Step::AddFact(s) => (
+                format!("add_fact {:?} {:?} {:?}", s.subject, s.predicate, s.object),
+                &s.scope,
+            ),
+            Step::FactConflicts(s) => ("fact_conflicts".to_string(), &s.scope),
+            Step::ListFacts(s) => ("list_facts".to_string(), &s.scope),
+            Step::Trace(s) => (format!("trace {:?}", s.task), &s.scope),
+            Step::SimilarTraces(s) => (format!("similar_traces {:?}", s.task), &s.scope),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -153,10 +203,21 @@ pub struct RecallExpect {
     pub cited_sources: Vec<String>,
     #[serde(default)]
     pub not_cited_sources: Vec<String>,
+    /// Refs (or `$name`s of knowledge steps) that must be cited.
     #[serde(default)]
     pub cited_refs: Vec<String>,
     #[serde(default)]
     pub not_cited_refs: Vec<String>,
+    /// Refs (or `$name`s) each cited by some side of some conflict.
+    #[serde(default)]
+    pub conflict_refs: Vec<String>,
+    /// Refs (or `$name`s) on no side of any conflict.
+    #[serde(default)]
+    pub not_conflict_refs: Vec<String>,
+    /// Citation kinds (`chunk`, `message`, `memory`, `entity`, `preference`, `fact`,
+    /// `trace`) that must each appear among the citations.
+    #[serde(default)]
+    pub cited_kinds: Vec<String>,
     #[serde(default)]
     pub cited_turns: Vec<String>,
     #[serde(default)]
@@ -326,20 +387,13 @@ fn check_error(
 pub async fn run(embedder: &Embedder, scenario: &Scenario) -> Result<ScenarioResult> {
     let started = Instant::now();
     let ws = Workspace::new(embedder, false).await?;
-    let recaller = ws.recaller(RecallConfig::default());
+    let engine = Arc::clone(&ws.engine);
+    let mut names = Names::new();
     let mut failures: Vec<(usize, String)> = Vec::new();
     let noop: Arc<dyn Fn(Progress) + Send + Sync> = Arc::new(|_| {});
     for (i, step) in scenario.steps.iter().enumerate() {
         let mut f: Vec<String> = Vec::new();
-        let (label, scope_name) = match step {
-            Step::IngestDocument(s) => (format!("ingest_document {}", s.source), &s.scope),
-            Step::RecordMessages(s) => {
-                (format!("record_messages ({})", s.messages.len()), &s.scope)
-            }
-            Step::Recall(s) => (format!("recall {:?}", s.query), &s.scope),
-            Step::DeleteDocument(s) => (format!("delete_document {}", s.source), &s.scope),
-            Step::Stats(s) => ("stats".to_string(), &s.scope),
-        };
+        let (label, scope_name) = step.describe();
         let Some(scope) = scenario.scopes.get(scope_name) else {
             failures.push((
                 i + 1,
@@ -405,16 +459,16 @@ pub async fn run(embedder: &Embedder, scenario: &Scenario) -> Result<ScenarioRes
                 }
             }
             Step::Recall(s) => {
-                let req = RecallRequest {
+                let req = RecallBody {
                     scope: scope.clone(),
                     query: s.query.clone(),
-                    budget: s.budget,
+                    token_budget: s.budget,
                     filters: s.filters.clone(),
                 };
-                match recaller.recall(&req).await {
+                match engine.recall(&Principal::Local, req).await {
                     Ok(pack) => {
                         if check_error(&mut f, s.expect.error.as_ref(), Ok(())) {
-                            check_pack(&mut f, &s.expect, &pack);
+                            check_pack(&mut f, &s.expect, &pack, &names);
                             if !f.is_empty() {
                                 f.push(format!("pack:\n{}", pack.context_markdown));
                             }
@@ -462,6 +516,24 @@ pub async fn run(embedder: &Embedder, scenario: &Scenario) -> Result<ScenarioRes
                 }
                 Err(e) => f.push(format!("unexpected {:?} error: {e}", e.kind())),
             },
+            Step::AddEntity(s) => {
+                knowledge::add_entity(&engine, scope, s, &mut names, &mut f).await
+            }
+            Step::AddPreference(s) => {
+                knowledge::add_preference(&engine, scope, s, &mut names, &mut f).await
+            }
+            Step::DeclarePredicate(s) => {
+                knowledge::declare_predicate(&engine, scope, s, &mut f).await
+            }
+            Step::AddFact(s) => knowledge::add_fact(&engine, scope, s, &mut names, &mut f).await,
+            Step::FactConflicts(s) => {
+                knowledge::fact_conflicts(&engine, scope, s, &names, &mut f).await
+            }
+            Step::ListFacts(s) => knowledge::list_facts(&engine, scope, s, &names, &mut f).await,
+            Step::Trace(s) => knowledge::trace(&engine, scope, s, &mut names, &mut f).await,
+            Step::SimilarTraces(s) => {
+                knowledge::similar_traces(&engine, scope, s, &names, &mut f).await
+            }
         }
         // The pack dump that follows a failed recall belongs with the failures it explains.
         failures.extend(
@@ -469,7 +541,7 @@ pub async fn run(embedder: &Embedder, scenario: &Scenario) -> Result<ScenarioRes
                 .map(|m| (i + 1, format!("step {} ({label}): {m}", i + 1))),
         );
     }
-    drop(recaller);
+    drop(engine);
     let mut known = Vec::new();
     let mut notices = Vec::new();
     for kb in &scenario.known_bugs {
@@ -522,7 +594,7 @@ pub async fn run(embedder: &Embedder, scenario: &Scenario) -> Result<ScenarioRes
     })
 }
 
-fn check_pack(f: &mut Vec<String>, e: &RecallExpect, pack: &MemoryPack) {
+fn check_pack(f: &mut Vec<String>, e: &RecallExpect, pack: &MemoryPack, names: &Names) {
     check(f, "coverage", e.coverage.as_ref(), &pack.coverage);
     if let Some(allowed) = &e.coverage_in {
         if !allowed.contains(&pack.coverage) {
@@ -582,8 +654,15 @@ fn check_pack(f: &mut Vec<String>, e: &RecallExpect, pack: &MemoryPack) {
     };
     must("source", &e.cited_sources, &sources, true);
     must("source", &e.not_cited_sources, &sources, false);
-    must("ref", &e.cited_refs, &refs, true);
-    must("ref", &e.not_cited_refs, &refs, false);
+    let mut unresolved = Vec::new();
+    let cited_refs = knowledge::resolve_all(names, &e.cited_refs, &mut unresolved);
+    let not_cited_refs = knowledge::resolve_all(names, &e.not_cited_refs, &mut unresolved);
+    let conflict_refs = knowledge::resolve_all(names, &e.conflict_refs, &mut unresolved);
+    let not_conflict_refs = knowledge::resolve_all(names, &e.not_conflict_refs, &mut unresolved);
+    must("ref", &cited_refs, &refs, true);
+    must("ref", &not_cited_refs, &refs, false);
+    let kinds: Vec<&str> = pack.citations.iter().map(|c| c.kind.as_str()).collect();
+    must("kind", &e.cited_kinds, &kinds, true);
     must("turn", &e.cited_turns, &turns, true);
     must("turn", &e.not_cited_turns, &turns, false);
     let first = pack.citations.first();
@@ -628,6 +707,32 @@ fn check_pack(f: &mut Vec<String>, e: &RecallExpect, pack: &MemoryPack) {
             Some(&e.first_identifier_hits),
             &hits,
         );
+    }
+    f.extend(unresolved);
+    let conflicting: Vec<&str> = pack
+        .conflicts
+        .iter()
+        .flat_map(|c| &c.sides)
+        .filter_map(|s| {
+            pack.citations
+                .iter()
+                .find(|c| c.n == s.citation)
+                .map(|c| c.reference.as_str())
+        })
+        .collect();
+    for r in &conflict_refs {
+        if !conflicting.contains(&r.as_str()) {
+            f.push(format!(
+                "ref {r:?} is on no side of a conflict (sides: {conflicting:?})"
+            ));
+        }
+    }
+    for r in &not_conflict_refs {
+        if conflicting.contains(&r.as_str()) {
+            f.push(format!(
+                "ref {r:?} is on a side of a conflict (sides: {conflicting:?})"
+            ));
+        }
     }
     for s in &e.contains {
         if !pack.context_markdown.contains(s.as_str()) {

@@ -28,13 +28,25 @@ async fn a_failing_expectation_is_reported() {
              "expect": {"status": "updated"}},
             {"op": "recall", "scope": "a", "query": "What colour is the sky?",
              "expect": {"cited_sources": ["y.txt"], "conflicts": 2}},
-            {"op": "stats", "scope": "missing"}
+            {"op": "stats", "scope": "missing"},
+            {"op": "add_fact", "scope": "a", "subject": "Sky", "predicate": "colour", "object": "blue",
+             "as": "blue", "expect": {"superseded": ["$blue"]}},
+            {"op": "add_preference", "scope": "a", "category": "c", "preference": " ",
+             "expect": {"same_as": "$blue"}},
+            {"op": "recall", "scope": "a", "query": "What colour is the sky?",
+             "expect": {"cited_refs": ["$nope"], "not_cited_refs": ["$blue"]}}
         ]
     }))
     .unwrap();
     let r = scenario::run(&env.embedder, &s).await.unwrap();
     assert!(!r.passed);
     let all = r.failures.join("\n");
+    // `$name`s: a name is known after its step only and stands for the record's ref;
+    // a knowledge write the service refuses is an unexpected error.
+    assert!(all.contains("no step named \"blue\""), "{all}");
+    assert!(all.contains("no step named \"nope\""), "{all}");
+    assert!(all.contains("ref \"fact:"), "{all}");
+    assert!(all.contains("unexpected bad_input error"), "{all}");
     assert!(all.contains("status: expected \"updated\""), "{all}");
     assert!(all.contains("source \"y.txt\" not cited"), "{all}");
     assert!(all.contains("conflicts: expected 2"), "{all}");
