@@ -145,7 +145,7 @@ pub fn status_of(code: ErrorCode) -> (StatusCode, Option<&'static str>) {
         ErrorCode::EmptyDocument => (StatusCode::UNPROCESSABLE_ENTITY, None),
         ErrorCode::EvidenceNotFound => (
             StatusCode::UNPROCESSABLE_ENTITY,
-            Some("cite doc:, msg: or evt: refs that exist in the same scope"),
+            Some("cite doc:, msg: or evt: refs (and, for facts, fact: refs) that exist in the same scope"),
         ),
         ErrorCode::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, Some("retry later")),
         ErrorCode::Timeout => (

@@ -110,18 +110,7 @@ fn mcp_over_stdio_lists_tools_and_recalls() {
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     names.sort();
-    assert_eq!(
-        names,
-        [
-            "complete_turn",
-            "forget",
-            "list_documents",
-            "prepare_turn",
-            "propose_memory",
-            "recall",
-            "remember"
-        ]
-    );
+    assert_eq!(names, cairn_api::mcp::TOOLS);
 
     let scope = json!({"tenant": "acme", "user": "alice"});
     let stored = server.call(

@@ -135,7 +135,7 @@ impl EntityType {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Entity {
-    /// `ent:<id>`.
+    /// A UUID (lowercase, hyphenated); the record's ref is `ent:<id>`.
     pub id: String,
     pub name: String,
     #[serde(rename = "type")]
@@ -172,8 +172,19 @@ impl Entity {
                 .map(|t| format!(", {t}"))
                 .unwrap_or_default()
         );
-        if !self.aliases.is_empty() {
-            s.push_str(&format!(", also known as {}", self.aliases.join(", ")));
+        // The names it also goes by: its aliases and, when it shows a canonical name, its
+        // name; never the name shown already.
+        let shown = normalize_name(self.canonical_name.as_deref().unwrap_or(&self.name));
+        let mut others: Vec<&str> = Vec::new();
+        for n in std::iter::once(self.name.as_str()).chain(self.aliases.iter().map(String::as_str))
+        {
+            let key = normalize_name(n);
+            if key != shown && !others.iter().any(|o| normalize_name(o) == key) {
+                others.push(n);
+            }
+        }
+        if !others.is_empty() {
+            s.push_str(&format!(", also known as {}", others.join(", ")));
         }
         if let Some(d) = self.description.as_deref().filter(|d| !d.trim().is_empty()) {
             s.push_str(": ");
@@ -187,7 +198,7 @@ impl Entity {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Preference {
-    /// `pref:<id>`.
+    /// A UUID (lowercase, hyphenated); the record's ref is `pref:<id>`.
     pub id: String,
     pub category: String,
     pub preference: String,
@@ -226,7 +237,7 @@ pub enum FactStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Fact {
-    /// `fact:<id>`.
+    /// A UUID (lowercase, hyphenated); the record's ref is `fact:<id>`.
     pub id: String,
     pub subject: String,
     /// As written; compared in its canonical form ([`normalize_predicate`]).
@@ -318,7 +329,7 @@ pub struct Predicate {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Relationship {
-    /// `rel:<id>`.
+    /// A UUID (lowercase, hyphenated); the record's ref is `rel:<id>`.
     pub id: String,
     pub source_id: String,
     pub target_id: String,
@@ -333,7 +344,7 @@ pub struct Relationship {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Trace {
-    /// `trace:<id>`.
+    /// A UUID (lowercase, hyphenated); the record's ref is `trace:<id>`.
     pub id: String,
     /// The session (Cairn scope `session`) it ran in.
     pub session_id: String,
@@ -431,11 +442,10 @@ pub struct ToolCall {
     /// 1, 2, 3... within the step.
     pub call_number: u32,
     pub tool_name: String,
-    /// A JSON object, stored as given.
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    /// Any JSON value (usually an object), stored as given.
     pub arguments: serde_json::Value,
+    /// Any JSON value, stored as given.
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub result: Option<serde_json::Value>,
     pub status: ToolStatus,
     #[serde(default)]

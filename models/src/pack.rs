@@ -50,7 +50,8 @@ pub struct SelectionReason {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Citation {
     pub n: u32,
-    /// Stable reference: `doc:<id>#<chunk>` or `msg:<conversation>/<seq>`.
+    /// Stable reference: `doc:<id>#<chunk>`, `msg:<conversation>/<seq>`, `mem:<id>`,
+    /// `ent:<id>`, `pref:<id>`, `fact:<id>` or `trace:<id>`.
     #[serde(rename = "ref")]
     pub reference: String,
     /// File path / caller key of a document, or the conversation for a message.

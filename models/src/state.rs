@@ -166,13 +166,13 @@ pub struct ForgetReport {
     #[serde(rename = "ref")]
     pub reference: String,
     pub hard: bool,
-    /// Evidence refs removed from the store (`doc:<id>` and each `doc:<id>#<n>`,
-    /// `msg:<c>/<seq>`, `evt:<id>`, `mem:<id>`).
+    /// Refs removed from the store (`doc:<id>` and each `doc:<id>#<n>`, `msg:<c>/<seq>`,
+    /// `evt:<id>`, `mem:<id>`, or the forgotten `ent:`, `pref:`, `fact:`, `rel:`, `trace:`).
     pub removed: Vec<String>,
-    /// Candidates invalidated because all their evidence was forgotten (`cand:<id>`);
-    /// their memories no longer appear in recall.
+    /// Candidates (`cand:<id>`) and facts (`fact:<id>`) invalidated because all their
+    /// evidence was forgotten; they no longer appear in recall.
     pub invalidated: Vec<String>,
-    /// Candidates that lost some evidence refs but keep others (`cand:<id>`).
+    /// Candidates and facts that lost some evidence refs but keep others.
     pub narrowed: Vec<String>,
     /// Completed turns whose messages were deleted (`turn:<id>`); their ids stay used.
     pub tombstoned_turns: Vec<String>,

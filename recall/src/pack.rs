@@ -344,6 +344,27 @@ fn shrink_skeleton(
     }
 }
 
+/// Where a knowledge record comes from, for its citation: a fact's evidence refs, else the
+/// agent (and, for a trace, the session) that wrote it.
+fn knowledge_source(p: &StoredPoint) -> Option<String> {
+    use cairn_models::RecordState;
+    match &p.state {
+        Some(RecordState::Fact(f)) if !f.evidence_refs.is_empty() => Some(format!(
+            "evidence {}",
+            f.evidence_refs
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        Some(RecordState::Trace(t)) => Some(format!("agent {}, session {}", p.agent, t.session_id)),
+        Some(RecordState::Fact(_) | RecordState::Entity(_) | RecordState::Preference(_)) => {
+            Some(format!("agent {}", p.agent))
+        }
+        _ => None,
+    }
+}
+
 fn citation(n: u32, item: &PackItem) -> Citation {
     let p = &item.point;
     Citation {
@@ -357,6 +378,7 @@ fn citation(n: u32, item: &PackItem) -> Citation {
                     .as_ref()
                     .map(|c| format!("conversation:{c}"))
             })
+            .or_else(|| knowledge_source(p))
             .unwrap_or_default(),
         kind: p.kind.as_str().to_string(),
         doc_id: p.doc_id.clone(),

@@ -704,7 +704,7 @@ impl Engine {
         let _k = self.knowledge_lock.lock().await;
         let source = self.resolve_entity(&partition, &req.source_id).await?;
         let target = self.resolve_entity(&partition, &req.target_id).await?;
-        let r = relationship(
+        let mut r = relationship(
             &partition,
             &source,
             &target,
@@ -719,6 +719,8 @@ impl Engine {
                 if old.properties == r.properties {
                     return Ok(old.clone());
                 }
+                // New properties on the same edge: it keeps its age (traversal order).
+                r.created_at = old.created_at;
             }
         }
         write_relationship(self, &scope, trust, &r).await?;

@@ -67,7 +67,8 @@ pub struct MessagesResponse {
 /// A stored message as listed.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MessageView {
-    /// The message's stable id (its point id; `DELETE /v1/messages/{id}` takes it too).
+    /// The message's stable id (its point id): `GET /v1/messages/{id}` reads the message by
+    /// it; deleting takes the `msg:` ref.
     #[schema(value_type = String)]
     pub id: uuid::Uuid,
     /// `msg:<conversation>/<seq>`.

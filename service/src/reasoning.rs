@@ -164,6 +164,7 @@ impl Engine {
         let partition = scope.partition();
         let _k = self.knowledge_lock.lock().await;
         let (trace_point, trace) = self.load_trace(&partition, trace_id).await?;
+        refuse_completed(&trace)?;
         // The highest number stored, not the count: numbers stay increasing even if a step
         // record were ever removed.
         let last = scan(
@@ -233,6 +234,7 @@ impl Engine {
                 "step {step_id} without its state"
             )));
         };
+        refuse_completed(&self.load_trace(&partition, &step.trace_id).await?.1)?;
         let last = scan(
             self,
             &partition,
@@ -441,6 +443,18 @@ impl Engine {
     }
 }
 
+/// A completed trace is a finished record: steps and tool calls after its outcome would
+/// rewrite how the task went.
+fn refuse_completed(t: &Trace) -> Result<(), ServiceError> {
+    if t.completed_at.is_some() {
+        return Err(ServiceError::Conflict(format!(
+            "trace {} is completed: start a new trace for more work",
+            t.id
+        )));
+    }
+    Ok(())
+}
+
 /// A trace records what an agent did: its steps are agent output whoever stores them.
 fn trust_of(_who: &Principal) -> TrustOrigin {
     TrustOrigin::AgentOutput
@@ -481,12 +495,11 @@ pub struct ToolCallRequest {
     #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
     pub tool_name: String,
-    /// A JSON value (default `{}`), stored as given; at most 64 KiB.
+    /// Any JSON value (default `{}`), stored as given; at most 64 KiB.
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
     pub arguments: Option<serde_json::Value>,
+    /// Any JSON value, stored as given; at most 64 KiB.
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
     pub result: Option<serde_json::Value>,
     /// Default `success`.
     #[serde(default)]

@@ -132,7 +132,8 @@ pub struct SelectionReason {
 #[derive(Debug, ToSchema)]
 pub struct Citation {
     pub n: u32,
-    /// `doc:<id>#<chunk>`, `msg:<conversation>/<seq>` or `mem:<id>`.
+    /// `doc:<id>#<chunk>`, `msg:<conversation>/<seq>`, `mem:<id>`, `ent:<id>`, `pref:<id>`,
+    /// `fact:<id>` or `trace:<id>`.
     #[schema(rename = "ref")]
     pub reference: String,
     /// Document source, `conversation:<id>`, or for a memory its agent and evidence refs.

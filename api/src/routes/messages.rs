@@ -1,13 +1,20 @@
-//! Conversation messages: record, list, delete.
+//! Conversation messages: record, read, search, list, delete.
 
 use axum::extract::{Path, State};
 use cairn_ingest::messages::KeyedMessage;
 use cairn_service::forget::ForgetReport;
-use cairn_service::messages::{ConversationList, ConversationPage, MessagesBody, MessagesResponse};
+use cairn_service::messages::{
+    ConversationList, ConversationPage, MessageHit, MessageView, MessagesBody, MessagesResponse,
+};
+use cairn_service::ops::partition;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{detached, query_error, who, CommonErrors, DeleteQuery, QueryResult, ScopeQuery};
+use super::{
+    default_ns, detached, query_error, who, CommonErrors, DeleteQuery, QueryResult, ScopeQuery,
+};
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::json::Json;
@@ -16,7 +23,8 @@ use crate::SharedState;
 pub(super) fn router() -> OpenApiRouter<SharedState> {
     OpenApiRouter::default()
         .routes(routes!(post_messages))
-        .routes(routes!(delete_message))
+        .routes(routes!(get_message, delete_message))
+        .routes(routes!(search_messages))
         .routes(routes!(list_conversation))
         .routes(routes!(list_conversations))
         .routes(routes!(delete_conversation))
@@ -50,6 +58,84 @@ async fn post_messages(
         Ok(Json(MessagesResponse { receipts }))
     })
     .await
+}
+
+/// `GET /v1/messages/search` query string.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct MessageSearchQuery {
+    pub tenant: String,
+    pub user: String,
+    /// Default `default`.
+    #[serde(default = "default_ns")]
+    #[param(required = false)]
+    pub namespace: String,
+    /// What to look for (1 to 8192 bytes).
+    pub q: String,
+    /// Only messages of this conversation.
+    #[serde(default)]
+    pub conversation_id: Option<String>,
+    /// Most results (default 10, at most 1000).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Only messages at least this similar to the query (cosine, -1 to 1).
+    #[serde(default)]
+    pub min_score: Option<f32>,
+}
+
+/// `GET /v1/messages/search`: most similar first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MessageSearch {
+    pub results: Vec<MessageHit>,
+}
+
+/// One message by its id (the `id` of its receipt or listing).
+#[utoipa::path(get, path = "/messages/{ref}", tag = "messages",
+    params(("ref" = String, Path, description = "The message's id (`MessageView.id`, a UUID)"), ScopeQuery),
+    responses(
+        (status = 200, description = "The message", body = MessageView),
+        (status = 404, description = "`not_found`: no message with that id in this scope", body = ErrorBody),
+        CommonErrors,
+    ))]
+async fn get_message(
+    State(state): State<SharedState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    query: QueryResult<ScopeQuery>,
+) -> Result<Json<MessageView>, ApiError> {
+    let axum::extract::Query(q) = query.map_err(query_error)?;
+    let partition = q.partition()?;
+    let who = who(&state, &caller).await?;
+    Ok(Json(
+        state.engine.message_by_id(&who, &partition, &id).await?,
+    ))
+}
+
+/// Messages of the scope (or of one conversation) by meaning: the cosine similarity of the
+/// query and each message, most similar first, optionally at least `min_score`.
+#[utoipa::path(get, path = "/messages/search", tag = "messages", params(MessageSearchQuery),
+    responses((status = 200, description = "The most similar messages, with their scores", body = MessageSearch), CommonErrors))]
+async fn search_messages(
+    State(state): State<SharedState>,
+    caller: Caller,
+    query: QueryResult<MessageSearchQuery>,
+) -> Result<Json<MessageSearch>, ApiError> {
+    let axum::extract::Query(q) = query.map_err(query_error)?;
+    let partition = partition(&q.tenant, &q.user, &q.namespace)?;
+    let who = who(&state, &caller).await?;
+    let results = state
+        .engine
+        .search_messages(
+            &who,
+            &partition,
+            &q.q,
+            q.conversation_id.as_deref(),
+            q.limit.unwrap_or(10),
+            q.min_score,
+        )
+        .await?;
+    Ok(Json(MessageSearch { results }))
 }
 
 /// The scope's conversations, most recent activity first.

@@ -9,7 +9,9 @@ mod documents;
 mod forget;
 mod grants;
 mod health;
+mod knowledge;
 mod messages;
+mod reasoning;
 mod recall;
 
 use std::collections::BTreeMap;
@@ -53,6 +55,8 @@ use crate::SharedState;
         (name = "candidates", description = "Third-party events and candidate memories"),
         (name = "forget", description = "Deleting evidence and what derives from it"),
         (name = "grants", description = "Agent identities and their capability grants"),
+        (name = "knowledge", description = "Knowledge memory: entities, relationships, preferences, facts (validity, supersession, conflicts) and predicate declarations. Delete with `POST /v1/forget` and an `ent:`, `rel:`, `pref:` or `fact:` ref"),
+        (name = "reasoning", description = "Reasoning memory: traces of the tasks an agent worked on, their steps and tool calls; similar past traces and tool statistics. Delete with `POST /v1/forget` and a `trace:` ref"),
     )
 )]
 struct ApiDoc;
@@ -86,7 +90,9 @@ pub(crate) fn api() -> OpenApiRouter<SharedState> {
                 .merge(messages::router())
                 .merge(candidates::router())
                 .merge(forget::router())
-                .merge(grants::router()),
+                .merge(grants::router())
+                .merge(knowledge::router())
+                .merge(reasoning::router()),
         )
 }
 
@@ -214,6 +220,27 @@ impl DeleteQuery {
             &self.user,
             &self.namespace,
         )?)
+    }
+}
+
+/// Every item of a listing the service pages itself, read a page of [`PAGE_MAX`] at a time
+/// (`page(offset, limit)`), so the door can answer the total and page it like the others.
+///
+/// [`PAGE_MAX`]: cairn_service::ops::PAGE_MAX
+async fn every_page<T, F, Fut>(mut page: F) -> Result<Vec<T>, ApiError>
+where
+    F: FnMut(usize, usize) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<T>, cairn_service::ServiceError>>,
+{
+    let size = cairn_service::ops::PAGE_MAX;
+    let mut all = Vec::new();
+    loop {
+        let got = page(all.len(), size).await?;
+        let last = got.len() < size;
+        all.extend(got);
+        if last {
+            return Ok(all);
+        }
     }
 }
 
