@@ -802,7 +802,8 @@ pub struct RecordTraceArgs {
     #[serde(default)]
     pub success: Option<bool>,
     /// An idempotency key (`[A-Za-z0-9_.-]+`): recording the same key again answers the
-    /// stored trace instead of a second one.
+    /// stored trace instead of a second one (and stores what an interrupted call did not);
+    /// other steps under a used key are a `conflict`.
     #[serde(default)]
     pub trace_key: Option<String>,
 }
@@ -1335,43 +1336,40 @@ impl CairnMcp {
                 },
             )
             .await?;
-        let existing = self
-            .engine
-            .get_trace(&who, &scope.partition(), &trace.id)
-            .await?;
-        // A replay (same trace key) that already has its steps stores nothing again.
-        if existing.steps.is_empty() {
-            for s in args.steps {
-                let step = self
-                    .engine
-                    .add_step(
+        // Each step and call with its number: a replay (same `trace_key`) answers what is
+        // stored and adds only what an interrupted call did not store.
+        for (i, s) in args.steps.into_iter().enumerate() {
+            let step = self
+                .engine
+                .add_step(
+                    &who,
+                    &trace.id,
+                    StepRequest {
+                        scope: scope.clone(),
+                        thought: s.thought,
+                        action: s.action,
+                        observation: s.observation,
+                        step_number: Some(i as u32 + 1),
+                    },
+                )
+                .await?;
+            for (j, c) in s.tool_calls.into_iter().enumerate() {
+                self.engine
+                    .record_tool_call(
                         &who,
-                        &trace.id,
-                        StepRequest {
+                        &step.id,
+                        ToolCallRequest {
                             scope: scope.clone(),
-                            thought: s.thought,
-                            action: s.action,
-                            observation: s.observation,
+                            tool_name: c.tool_name,
+                            arguments: c.arguments.map(serde_json::Value::Object),
+                            result: c.result,
+                            status: c.status.map(Into::into),
+                            duration_ms: c.duration_ms,
+                            error: c.error,
+                            call_number: Some(j as u32 + 1),
                         },
                     )
                     .await?;
-                for c in s.tool_calls {
-                    self.engine
-                        .record_tool_call(
-                            &who,
-                            &step.id,
-                            ToolCallRequest {
-                                scope: scope.clone(),
-                                tool_name: c.tool_name,
-                                arguments: c.arguments.map(serde_json::Value::Object),
-                                result: c.result,
-                                status: c.status.map(Into::into),
-                                duration_ms: c.duration_ms,
-                                error: c.error,
-                            },
-                        )
-                        .await?;
-                }
             }
         }
         if args.outcome.is_some() || args.success.is_some() {

@@ -787,6 +787,7 @@ async fn add_step(b: &Bridge, req: AddStep) -> Answer {
                 thought: req.thought,
                 action: req.action,
                 observation: req.observation,
+                step_number: None,
             },
         )
         .await?;
@@ -823,6 +824,7 @@ async fn record_tool_call(b: &Bridge, req: RecordToolCall) -> Answer {
                 status: req.status,
                 duration_ms: req.duration_ms,
                 error: req.error,
+                call_number: None,
             },
         )
         .await?;
@@ -1254,6 +1256,7 @@ async fn record_step(b: &Bridge, req: RecordStep) -> Answer {
                 thought: Some(req.reasoning),
                 action: Some(req.action_taken),
                 observation: req.result,
+                step_number: None,
             },
         )
         .await?;

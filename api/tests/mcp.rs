@@ -666,10 +666,7 @@ async fn mcp_knowledge_and_reasoning_tools() {
     .await);
     assert_eq!(ent["type"], "location");
 
-    let trace = ok(&call(
-        &client,
-        "record_trace",
-        json!({"scope": sc, "task": "Book a ferry from Oban to Mull",
+    let trace_args = json!({"scope": sc, "task": "Book a ferry from Oban to Mull",
                "steps": [
                    {"thought": "Check the timetable", "action": "search",
                     "tool_calls": [{"tool_name": "ferry_timetable", "arguments": {"from": "Oban"}, "duration_ms": 120}]},
@@ -677,23 +674,24 @@ async fn mcp_knowledge_and_reasoning_tools() {
                     "tool_calls": [{"tool_name": "book_ticket", "arguments": {"sailing": "10:00"}, "status": "failure", "error": "sold out"},
                                    {"tool_name": "book_ticket", "arguments": {"sailing": "12:00"}}]}
                ],
-               "outcome": "Booked the 12:00 sailing", "success": true, "trace_key": "ferry-1"}),
-    )
-    .await);
+               "outcome": "Booked the 12:00 sailing", "success": true, "trace_key": "ferry-1"});
+    let trace = ok(&call(&client, "record_trace", trace_args.clone()).await);
     assert_eq!(trace["steps"].as_array().unwrap().len(), 2);
     assert_eq!(trace["steps"][1]["step_number"], 2);
     assert_eq!(trace["steps"][1]["tool_calls"].as_array().unwrap().len(), 2);
     assert_eq!(trace["success"], true);
-    // The same key again stores nothing new.
-    let again = ok(&call(
-        &client,
-        "record_trace",
-        json!({"scope": sc, "task": "Book a ferry from Oban to Mull", "steps": [{"thought": "x"}],
-               "outcome": "Booked the 12:00 sailing", "success": true, "trace_key": "ferry-1"}),
-    )
-    .await);
+    // The same call again (a retry) stores nothing new; other steps under the key are a
+    // conflict.
+    let again = ok(&call(&client, "record_trace", trace_args.clone()).await);
     assert_eq!(again["id"], trace["id"]);
     assert_eq!(again["steps"].as_array().unwrap().len(), 2);
+    assert_eq!(again["steps"][1]["tool_calls"].as_array().unwrap().len(), 2);
+    let mut other = trace_args.clone();
+    other["steps"][0]["thought"] = json!("Something else");
+    assert_eq!(
+        code(&call(&client, "record_trace", other).await),
+        "conflict"
+    );
 
     let similar = ok(&call(
         &client,

@@ -3,7 +3,9 @@
 //!
 //! - [`every_write_path_recovers_from_a_crash_at_every_step`]: one scenario touching every
 //!   write path (document create and update, message batch, turn complete, candidate
-//!   proposal and approval, forget of a message and of a document) runs once cleanly, then
+//!   proposal and approval, entities, a relationship and a merge, facts with evidence,
+//!   a trace with a step and a tool call, forget of a message and of a document, a
+//!   superseding and a conflicting fact) runs once cleanly, then
 //!   once per crash point: the server is started with a failpoint armed
 //!   (`CAIRN_FAILPOINTS`, see `cairn_models::failpoint`), dies there, is restarted without
 //!   it, and the interrupted request and the rest of the scenario are sent again. The final
@@ -226,6 +228,84 @@ fn scenario() -> Vec<Step> {
             keep: nothing,
         },
         Step {
+            name: "entity",
+            method: "POST",
+            path: |_| "/v1/entities".into(),
+            body: |_| json!({"scope": scope(), "name": "Priya Raman", "type": "person", "description": "The user's manager"}),
+            keep: |v, k| {
+                k.insert("priya", v["id"].as_str().unwrap().to_string());
+            },
+        },
+        Step {
+            name: "duplicate entity",
+            method: "POST",
+            path: |_| "/v1/entities".into(),
+            body: |_| json!({"scope": scope(), "name": "P. Raman", "type": "person"}),
+            keep: |v, k| {
+                k.insert("dup", v["id"].as_str().unwrap().to_string());
+            },
+        },
+        Step {
+            name: "relationship",
+            method: "POST",
+            path: |_| "/v1/relationships".into(),
+            body: |k| json!({"scope": scope(), "source_id": k["dup"], "target_id": k["priya"], "relationship_type": "same_team"}),
+            keep: nothing,
+        },
+        Step {
+            name: "merge",
+            method: "POST",
+            path: |_| "/v1/entities/merge".into(),
+            body: |k| json!({"scope": scope(), "source_id": k["dup"], "target_id": k["priya"]}),
+            keep: nothing,
+        },
+        Step {
+            name: "fact with message evidence",
+            method: "POST",
+            path: |_| "/v1/facts".into(),
+            body: |_| json!({"scope": scope(), "subject": "user", "predicate": "has_locker", "object": "42", "evidence_refs": ["msg:c1/0"]}),
+            keep: nothing,
+        },
+        Step {
+            name: "fact with document evidence",
+            method: "POST",
+            path: |_| "/v1/facts".into(),
+            body: |k| json!({"scope": scope(), "subject": "office", "predicate": "opens_at", "object": "9am", "evidence_refs": [format!("doc:{}", k["doc"])]}),
+            keep: nothing,
+        },
+        Step {
+            name: "trace",
+            method: "POST",
+            path: |_| "/v1/traces".into(),
+            body: |_| json!({"scope": scope(), "task": "Find the user's locker", "trace_key": "locker-1"}),
+            keep: |v, k| {
+                k.insert("trace", v["id"].as_str().unwrap().to_string());
+            },
+        },
+        Step {
+            name: "trace step",
+            method: "POST",
+            path: |k| format!("/v1/traces/{}/steps", k["trace"]),
+            body: |_| json!({"scope": scope(), "thought": "Search the messages", "action": "recall", "step_number": 1}),
+            keep: |v, k| {
+                k.insert("step", v["id"].as_str().unwrap().to_string());
+            },
+        },
+        Step {
+            name: "tool call",
+            method: "POST",
+            path: |k| format!("/v1/steps/{}/tool-calls", k["step"]),
+            body: |_| json!({"scope": scope(), "tool_name": "recall", "arguments": {"q": "locker"}, "result": {"found": "42"}, "duration_ms": 12, "call_number": 1}),
+            keep: nothing,
+        },
+        Step {
+            name: "trace complete",
+            method: "POST",
+            path: |k| format!("/v1/traces/{}/complete", k["trace"]),
+            body: |_| json!({"scope": scope(), "outcome": "Locker 42", "success": true}),
+            keep: nothing,
+        },
+        Step {
             name: "forget a message",
             method: "POST",
             path: |_| "/v1/forget".into(),
@@ -248,6 +328,20 @@ fn scenario() -> Vec<Step> {
                     {"conversation_id": "c1", "role": "user", "content": "I moved to locker 7.", "turn_id": "m2"}
                 ]})
             },
+            keep: nothing,
+        },
+        Step {
+            name: "superseding fact",
+            method: "POST",
+            path: |_| "/v1/facts".into(),
+            body: |_| json!({"scope": scope(), "subject": "user", "predicate": "has_locker", "object": "7", "supersede": true, "valid_from": 1_750_000_000_000_i64}),
+            keep: nothing,
+        },
+        Step {
+            name: "conflicting fact",
+            method: "POST",
+            path: |_| "/v1/facts".into(),
+            body: |_| json!({"scope": scope(), "subject": "user", "predicate": "has_locker", "object": "8", "valid_from": 1_760_000_000_000_i64}),
             keep: nothing,
         },
     ]
@@ -284,7 +378,17 @@ fn snapshot(server: Server, data: &Path) -> Value {
         "conversation": get(&format!("/v1/conversations/c1/messages?{Q}")),
         "turn_messages": get(&format!("/v1/conversations/s/messages?{Q}")),
         "candidates": get(&format!("/v1/candidates?{Q}")),
+        "entities": get(&format!("/v1/entities?{Q}")),
+        "relationships": get(&format!("/v1/relationships?{Q}")),
+        "facts": get(&format!("/v1/facts?{Q}&history=true")),
+        "conflicts": get(&format!("/v1/facts/conflicts?{Q}")),
+        "traces": get(&format!("/v1/traces?{Q}")),
     });
+    // The trace with its steps and calls (its id is keyed, so the same in every run).
+    let traces = state["traces"]["body"]["traces"].clone();
+    if let Some(id) = traces.get(0).and_then(|t| t["id"].as_str()) {
+        state["trace"] = get(&format!("/v1/traces/{id}?{Q}"));
+    }
     let (s, pack) = server
         .send(
             "POST",
@@ -382,6 +486,42 @@ fn every_write_path_recovers_from_a_crash_at_every_step() {
     let conv_refs: Vec<&str> = conv.iter().map(|m| m["ref"].as_str().unwrap()).collect();
     assert_eq!(conv_refs, vec!["msg:c1/1", "msg:c1/2"], "{clean}");
     assert_eq!(clean["counts"]["chunks"], 0, "{clean}");
+    // Knowledge: the merged duplicate resolves to Priya, the message-backed and the
+    // document-backed facts were invalidated by the forgets, locker 7 superseded nothing
+    // current (42 was invalidated first) and conflicts with 8; the trace has its step
+    // and call.
+    let facts = clean["facts"]["body"]["facts"].as_array().unwrap();
+    let status = |object: &str| {
+        facts
+            .iter()
+            .find(|f| f["object"] == object)
+            .map(|f| f["status"].as_str().unwrap().to_string())
+    };
+    assert_eq!(status("42").as_deref(), Some("invalidated"), "{clean}");
+    assert_eq!(status("9am").as_deref(), Some("invalidated"), "{clean}");
+    assert_eq!(status("7").as_deref(), Some("current"), "{clean}");
+    assert_eq!(status("8").as_deref(), Some("current"), "{clean}");
+    assert_eq!(
+        clean["conflicts"]["body"]["conflicts"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1,
+        "{clean}"
+    );
+    assert_eq!(
+        clean["entities"]["body"]["entities"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1,
+        "{clean}"
+    );
+    assert_eq!(
+        clean["trace"]["body"]["steps"][0]["tool_calls"][0]["tool_name"], "recall",
+        "{clean}"
+    );
+    assert_eq!(clean["trace"]["body"]["success"], true, "{clean}");
 
     let mut points: Vec<String> = Vec::new();
     for name in [
@@ -390,6 +530,8 @@ fn every_write_path_recovers_from_a_crash_at_every_step() {
         "ingest.messages.before_write",
         "turn.after_messages",
         "approve.after_status",
+        "knowledge.fact.after_new",
+        "knowledge.merge.after_relationships",
         "forget.after_derived",
         "forget.after_evidence",
     ] {

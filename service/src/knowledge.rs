@@ -616,6 +616,7 @@ impl Engine {
         // and the edges on the survivor; the retry finds nothing left to move.
         self.move_relationships(&partition, &source.id, &target.id)
             .await?;
+        cairn_models::failpoint("knowledge.merge.after_relationships");
         // 2. The survivor takes the names, then the source is marked merged.
         push_alias(&mut target, &source.name);
         for a in source.aliases.clone() {
@@ -1207,6 +1208,7 @@ impl Engine {
         {
             write_fact(self, &scope, trust, &fact).await?;
         }
+        cairn_models::failpoint("knowledge.fact.after_new");
         for (hit, mut old) in siblings {
             if supersede {
                 old.status = FactStatus::Superseded;

@@ -164,23 +164,44 @@ impl Engine {
         let partition = scope.partition();
         let _k = self.knowledge_lock.lock().await;
         let (trace_point, trace) = self.load_trace(&partition, trace_id).await?;
-        refuse_completed(&trace)?;
-        // The highest number stored, not the count: numbers stay increasing even if a step
-        // record were ever removed.
-        let last = scan(
+        let existing: Vec<Step> = scan(
             self,
             &partition,
             PointKind::Step,
             Some(key::trace(&trace.id)),
         )
         .await?
-        .iter()
-        .filter_map(|h| match &h.point.state {
-            Some(RecordState::Step(s)) => Some(s.step_number),
+        .into_iter()
+        .filter_map(|h| match h.point.state {
+            Some(RecordState::Step(s)) => Some(s),
             _ => None,
         })
-        .max()
-        .unwrap_or(0);
+        .collect();
+        // The highest number stored, not the count: numbers stay increasing even if a step
+        // record were ever removed.
+        let last = existing.iter().map(|s| s.step_number).max().unwrap_or(0);
+        if let Some(n) = req.step_number {
+            if let Some(s) = existing.iter().find(|s| s.step_number == n) {
+                // A retry of a step that was stored (its answer lost): the same step.
+                if s.thought == req.thought
+                    && s.action == req.action
+                    && s.observation == req.observation
+                {
+                    return Ok(s.clone());
+                }
+                return Err(ServiceError::Conflict(format!(
+                    "step {n} of trace {} was recorded with other content",
+                    trace.id
+                )));
+            }
+            if n != last + 1 {
+                return Err(ServiceError::Conflict(format!(
+                    "step {n} is not the next one: trace {} has {last} steps",
+                    trace.id
+                )));
+            }
+        }
+        refuse_completed(&trace)?;
         let n = last + 1;
         let id = ids::step_id(&partition, &trace.id, n);
         let step = Step {
@@ -234,21 +255,45 @@ impl Engine {
                 "step {step_id} without its state"
             )));
         };
-        refuse_completed(&self.load_trace(&partition, &step.trace_id).await?.1)?;
-        let last = scan(
+        let existing: Vec<ToolCall> = scan(
             self,
             &partition,
             PointKind::ToolCall,
             Some(key::step(&step.id)),
         )
         .await?
-        .iter()
-        .filter_map(|h| match &h.point.state {
-            Some(RecordState::ToolCall(c)) => Some(c.call_number),
+        .into_iter()
+        .filter_map(|h| match h.point.state {
+            Some(RecordState::ToolCall(c)) => Some(c),
             _ => None,
         })
-        .max()
-        .unwrap_or(0);
+        .collect();
+        let last = existing.iter().map(|c| c.call_number).max().unwrap_or(0);
+        if let Some(n) = req.call_number {
+            if let Some(c) = existing.iter().find(|c| c.call_number == n) {
+                // A retry of a call that was stored: the same call.
+                if c.tool_name == req.tool_name.trim()
+                    && c.arguments == arguments
+                    && c.result == req.result
+                    && c.status == req.status.unwrap_or_default()
+                    && c.duration_ms == req.duration_ms
+                    && c.error == req.error
+                {
+                    return Ok(c.clone());
+                }
+                return Err(ServiceError::Conflict(format!(
+                    "tool call {n} of step {} was recorded with other content",
+                    step.id
+                )));
+            }
+            if n != last + 1 {
+                return Err(ServiceError::Conflict(format!(
+                    "tool call {n} is not the next one: step {} has {last} calls",
+                    step.id
+                )));
+            }
+        }
+        refuse_completed(&self.load_trace(&partition, &step.trace_id).await?.1)?;
         let n = last + 1;
         let id = ids::tool_call_id(&partition, &step.id, n);
         let call = ToolCall {
@@ -486,6 +531,11 @@ pub struct StepRequest {
     pub action: Option<String>,
     #[serde(default)]
     pub observation: Option<String>,
+    /// The number this step must get (optional): makes a retry idempotent. A step already
+    /// stored with this number and the same content is answered again; other content, or a
+    /// number that is not the next one, is `409 conflict`.
+    #[serde(default)]
+    pub step_number: Option<u32>,
 }
 
 /// `POST /v1/steps/{id}/tool-calls` body.
@@ -508,6 +558,10 @@ pub struct ToolCallRequest {
     pub duration_ms: Option<u64>,
     #[serde(default)]
     pub error: Option<String>,
+    /// The number this call must get within its step (optional): makes a retry idempotent,
+    /// like a step's `step_number`.
+    #[serde(default)]
+    pub call_number: Option<u32>,
 }
 
 /// `POST /v1/traces/{id}/complete` body.

@@ -145,6 +145,7 @@ fn step_req(sc: &Scope, thought: &str) -> StepRequest {
         thought: Some(thought.into()),
         action: None,
         observation: None,
+        step_number: None,
     }
 }
 
@@ -162,6 +163,7 @@ fn call_req(
         status: Some(status),
         duration_ms,
         error: None,
+        call_number: None,
     }
 }
 

@@ -602,6 +602,7 @@ pub(crate) async fn trace(
                         thought: st.thought.clone(),
                         action: st.action.clone(),
                         observation: st.observation.clone(),
+                        step_number: None,
                     },
                 )
                 .await?;
@@ -618,6 +619,7 @@ pub(crate) async fn trace(
                             status: c.status,
                             duration_ms: c.duration_ms,
                             error: c.error.clone(),
+                            call_number: None,
                         },
                     )
                     .await?;
