@@ -315,6 +315,17 @@ impl StoredPoint {
 }
 
 impl StoredPoint {
+    /// The full scope the point was written in (its partition plus agent and session).
+    pub fn scope(&self) -> crate::Scope {
+        crate::Scope {
+            tenant: self.tenant.clone(),
+            user: self.user.clone(),
+            namespace: self.namespace.clone(),
+            agent: self.agent.clone(),
+            session: self.session.clone(),
+        }
+    }
+
     /// The text this point's dense vector was computed from (before the model's document
     /// prefix): a chunk's heading path, a blank line and its text; a message's speaker, `: `
     /// and its content; a trace's task; otherwise the text. Must agree with what the write path embeds

@@ -528,7 +528,7 @@ async fn write_knowledge(engine: &Engine, stored: &mut Stored) -> Result<(), Ser
     let Some(k) = stored.state.knowledge.clone() else {
         return Ok(());
     };
-    let scope = scope_of_point(&stored.point);
+    let scope = stored.point.scope();
     let trust = TrustOrigin::ThirdPartyAgent;
     let reference = match k {
         ProposedKnowledge::Fact {
@@ -633,8 +633,7 @@ async fn forget_knowledge(
             if !f.invalidated_by.contains(&by) {
                 f.invalidated_by.push(by);
             }
-            crate::knowledge::write_fact(engine, &scope_of_point(&hit.point), hit.point.trust, &f)
-                .await?;
+            crate::knowledge::write_fact(engine, &hit.point.scope(), hit.point.trust, &f).await?;
         }
         (Some(RecordState::Fact(_)), false) => {}
         _ if hit.point.trust == TrustOrigin::ThirdPartyAgent || kind == PointKind::Fact => {
@@ -643,10 +642,6 @@ async fn forget_knowledge(
         _ => {}
     }
     Ok(())
-}
-
-fn scope_of_point(p: &StoredPoint) -> Scope {
-    crate::knowledge::scope_of(p)
 }
 
 fn note_invalidated_by(stored: &mut Stored, by: &str) -> Result<(), ServiceError> {

@@ -71,22 +71,12 @@ impl Removed {
     }
 }
 
-fn scope_of(p: &StoredPoint) -> Scope {
-    Scope {
-        tenant: p.tenant.clone(),
-        user: p.user.clone(),
-        namespace: p.namespace.clone(),
-        agent: p.agent.clone(),
-        session: p.session.clone(),
-    }
-}
-
 /// The turn records (turn id, record point id) the messages belong to.
 fn turns_of(hits: &[Hit]) -> BTreeSet<(String, uuid::Uuid)> {
     hits.iter()
         .filter_map(|h| {
             let t = h.point.turn_id.as_ref()?;
-            Some((t.clone(), turn_record_id(&scope_of(&h.point), t)))
+            Some((t.clone(), turn_record_id(&h.point.scope(), t)))
         })
         .collect()
 }
@@ -693,13 +683,7 @@ async fn apply_facts(
                 report.narrowed.push(fact_ref);
             }
         }
-        crate::knowledge::write_fact(
-            engine,
-            &crate::knowledge::scope_of(&hit.point),
-            hit.point.trust,
-            &f,
-        )
-        .await?;
+        crate::knowledge::write_fact(engine, &hit.point.scope(), hit.point.trust, &f).await?;
     }
     Ok(())
 }

@@ -673,7 +673,7 @@ impl Engine {
                     r.properties.clone(),
                     r.created_at,
                 );
-                let scope = scope_of(&hit.point);
+                let scope = hit.point.scope();
                 write_relationship(self, &scope, hit.point.trust, &moved).await?;
             }
             self.store.delete_ids(partition, vec![hit.id]).await?;
@@ -1219,7 +1219,7 @@ impl Engine {
                 if old.valid_from.is_some_and(|f| Some(f) >= old.valid_until) {
                     old.valid_until = old.valid_from.map(|f| f + 1);
                 }
-                write_fact(self, &scope_of(&hit.point), hit.point.trust, &old).await?;
+                write_fact(self, &hit.point.scope(), hit.point.trust, &old).await?;
                 outcome.superseded.push(old.id);
             } else if cardinality != Some(Cardinality::Multi) {
                 outcome.conflicts_with.push(old.id);
@@ -1343,16 +1343,6 @@ impl Engine {
             }
         }
         Ok(out)
-    }
-}
-
-pub(crate) fn scope_of(p: &StoredPoint) -> Scope {
-    Scope {
-        tenant: p.tenant.clone(),
-        user: p.user.clone(),
-        namespace: p.namespace.clone(),
-        agent: p.agent.clone(),
-        session: p.session.clone(),
     }
 }
 

@@ -23,7 +23,7 @@ use uuid::Uuid;
 use crate::auth::{authorize, Principal};
 use crate::engine::Engine;
 use crate::error::ServiceError;
-use crate::knowledge::{load_point, now, parse_id, put, scan, scope_of, search_kind, Scored};
+use crate::knowledge::{load_point, now, parse_id, put, scan, search_kind, Scored};
 use crate::ops::{admit_write, page};
 use crate::Operation;
 
@@ -215,7 +215,7 @@ impl Engine {
         };
         let mut p = StoredPoint::new(
             PointKind::Step,
-            &scope_of(&trace_point),
+            &trace_point.scope(),
             trace_point.trust,
             step.created_at,
         );
@@ -311,7 +311,7 @@ impl Engine {
         };
         let mut p = StoredPoint::new(
             PointKind::ToolCall,
-            &scope_of(&step_hit.point),
+            &step_hit.point.scope(),
             TrustOrigin::ToolOutput,
             call.created_at,
         );
@@ -351,7 +351,7 @@ impl Engine {
         t.outcome = req.outcome;
         t.success = req.success;
         t.completed_at = Some(now());
-        write_trace(self, &scope_of(&point), point.trust, &t).await?;
+        write_trace(self, &point.scope(), point.trust, &t).await?;
         Ok(t)
     }
 
