@@ -11,8 +11,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-TCK=${CAIRN_TCK_DIR:-$ROOT/../shared/tck}
-[ -d "$TCK/tck" ] || { echo "tck.sh: no conformance suite at $TCK (set CAIRN_TCK_DIR)" >&2; exit 1; }
+# The suite: $CAIRN_TCK_DIR, else ../shared/tck beside the checkout, else the workplace's copy.
+TCK=${CAIRN_TCK_DIR:-}
+if [ -z "$TCK" ]; then
+  for candidate in "$ROOT/../shared/tck" /work/shared/tck; do
+    if [ -d "$candidate/tck" ]; then TCK=$candidate; break; fi
+  done
+fi
+[ -n "$TCK" ] && [ -d "$TCK/tck" ] || { echo "tck.sh: no conformance suite found (set CAIRN_TCK_DIR to the suite's directory)" >&2; exit 1; }
+TCK=$(cd "$TCK" && pwd)
 ./scripts/setup.sh >/dev/null
 VENV=.cache/tck-venv
 if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import pytest_jsonreport, pytest_asyncio, httpx, pydantic, jinja2, yaml" 2>/dev/null; then
