@@ -811,7 +811,8 @@ async function pageHealth(view) {
       const count = (k) => h("span", { "data-count": k }, String(n[k]));
       parts.push(section("This scope", h("p", { class: "muted" }, `${p.tenant} / ${p.user} / ${p.namespace}`),
         h("div", { id: "scope-counts" }, dl([["Documents", count("documents")], ["Chunks", count("chunks")],
-          ["Messages", count("messages")], ["Turns", count("turns")]]))));
+          ["Messages", count("messages")], ["Turns", count("turns")], ["Entities", count("entities")],
+          ["Preferences", count("preferences")], ["Facts", count("facts")], ["Traces", count("traces")]]))));
     } catch (err) {
       parts.push(section("This scope", errorBox(err)));
     }

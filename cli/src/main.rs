@@ -658,6 +658,11 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
                 println!("  chunks    {}", stats.chunks);
                 println!("  messages  {}", stats.messages);
                 println!("  turns     {}", stats.turns);
+                println!("  entities  {}", stats.entities);
+                println!("  prefs     {}", stats.preferences);
+                println!("  facts     {}", stats.facts);
+                println!("  relations {}", stats.relationships);
+                println!("  traces    {}", stats.traces);
                 println!("all scopes: {total} points");
             }
             Ok(ExitCode::SUCCESS)

@@ -71,6 +71,13 @@ pub struct Counts {
     pub chunks: usize,
     pub messages: usize,
     pub turns: usize,
+    /// Entities (not those merged into another).
+    pub entities: usize,
+    pub preferences: usize,
+    /// Current facts (not superseded or invalidated; expired ones included).
+    pub facts: usize,
+    pub relationships: usize,
+    pub traces: usize,
 }
 
 /// An uploaded file: the door has read the bytes; the service decides what they are.

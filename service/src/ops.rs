@@ -286,11 +286,23 @@ impl Engine {
     ) -> Result<Counts, ServiceError> {
         authorize(who, partition, Operation::Read)?;
         let s = catalog::stats(self.store.as_ref(), partition).await?;
+        // Knowledge: what is known now (merged entities and fact history left out).
+        let active = |kind: PointKind| {
+            let filter = Filter::new()
+                .eq("kind", kind.as_str())
+                .not_eq("keys", cairn_models::knowledge::key::INACTIVE);
+            async move { self.store.count(partition, filter).await }
+        };
         Ok(Counts {
             documents: s.documents,
             chunks: s.chunks,
             messages: s.messages,
             turns: s.turns,
+            entities: active(PointKind::Entity).await?,
+            preferences: active(PointKind::Preference).await?,
+            facts: active(PointKind::Fact).await?,
+            relationships: active(PointKind::Relationship).await?,
+            traces: active(PointKind::Trace).await?,
         })
     }
 

@@ -1982,3 +1982,65 @@ async fn proposed_knowledge_is_written_only_when_approved() {
         .unwrap()
         .is_empty());
 }
+
+/// `counts` (`GET /v1/stats`, `cairn stats`) reports what is known now: merged entities and
+/// fact history are left out.
+#[tokio::test(flavor = "multi_thread")]
+async fn counts_report_what_is_known_now() {
+    let env = open();
+    let e = &env.engine;
+    let sc = scope("acme", "alice");
+    let a = e
+        .add_entity(&LOCAL, entity_req(&sc, "Alice Johnson", "person", None))
+        .await
+        .unwrap();
+    let b = e
+        .add_entity(&LOCAL, entity_req(&sc, "A. Johnson", "person", None))
+        .await
+        .unwrap();
+    let acme = e
+        .add_entity(&LOCAL, entity_req(&sc, "Acme", "organization", None))
+        .await
+        .unwrap();
+    e.add_relationship(&LOCAL, rel_req(&sc, &a.id, "works_at", &acme.id))
+        .await
+        .unwrap();
+    e.merge_entities(&LOCAL, merge_req(&sc, &b.id, &a.id))
+        .await
+        .unwrap();
+    add_fact(e, &sc, "Alice", "lives_in", "Paris").await;
+    let mut moved = fact_req(&sc, "Alice", "lives_in", "Lisbon");
+    moved.supersede = true;
+    e.add_fact(&LOCAL, moved).await.unwrap();
+    e.add_preference(
+        &LOCAL,
+        PreferenceRequest {
+            scope: sc.clone(),
+            category: "food".into(),
+            preference: "Vegetarian".into(),
+            context: None,
+            trust_origin: None,
+        },
+    )
+    .await
+    .unwrap();
+    start(e, &sc, "Plan the offsite").await;
+    let c = e.counts(&LOCAL, &sc.partition()).await.unwrap();
+    assert_eq!(
+        (
+            c.entities,
+            c.facts,
+            c.preferences,
+            c.relationships,
+            c.traces
+        ),
+        (2, 1, 1, 1, 1),
+        "{c:?}"
+    );
+    // Another user's counts see none of it.
+    let other = e
+        .counts(&LOCAL, &scope("acme", "bob").partition())
+        .await
+        .unwrap();
+    assert_eq!((other.entities, other.facts, other.traces), (0, 0, 0));
+}

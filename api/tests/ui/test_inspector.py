@@ -389,7 +389,7 @@ def main():
         assert counts["documents"] == total_docs == 1, (counts, total_docs)
         convs = ok("GET", "/v1/conversations?" + urllib.parse.urlencode(PARTITION))["conversations"]
         assert counts["messages"] == sum(c["messages"] for c in convs), (counts, convs)
-        for k in ("documents", "chunks", "messages", "turns"):
+        for k in ("documents", "chunks", "messages", "turns", "entities", "preferences", "facts", "traces"):
             expect(page.locator(f'#scope-counts [data-count="{k}"]')).to_have_text(str(counts[k]))
         shot(page, "health")
 
