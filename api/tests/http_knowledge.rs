@@ -1803,3 +1803,40 @@ async fn recall_cites_knowledge_and_shows_fact_conflicts() {
         );
     }
 }
+
+/// `POST /v1/entities/suggest`: names mentioned in several messages come back as pending
+/// entity candidates (documented shape), and only approval makes them known.
+#[tokio::test]
+async fn suggested_entities_go_through_review() {
+    let app = test_app(Auth::default(), 1 << 20);
+    let sc = scope("acme");
+    let (s, m) = call(
+        &app,
+        "POST",
+        "/v1/messages",
+        Some(json!({"scope": sc, "messages": [
+            {"conversation_id": "c1", "role": "user", "content": "Ask Noor Haddad about the Lisbon offsite."},
+            {"conversation_id": "c1", "role": "assistant", "content": "I will ask Noor Haddad today."},
+            {"conversation_id": "c1", "role": "user", "content": "Thanks."}
+        ]})),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{m}");
+    let (s, v) = post(
+        &app,
+        "/v1/entities/suggest",
+        "/v1/entities/suggest",
+        json!({"scope": sc}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let suggestions = v["suggestions"].as_array().unwrap();
+    assert_eq!(suggestions.len(), 1, "{v}");
+    assert_eq!(suggestions[0]["name"], "Noor Haddad");
+    assert_eq!(suggestions[0]["candidate"]["status"], "pending");
+    assert_eq!(suggestions[0]["candidate"]["knowledge"]["kind"], "entity");
+    let (s, v) = get(&app, "/v1/entities", &format!("/v1/entities?{Q}")).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["total"], 0, "nothing known before approval: {v}");
+}

@@ -72,6 +72,19 @@ pub enum EntitiesCommand {
         /// The relationship type (e.g. works_at).
         relationship_type: String,
     },
+    /// Propose entity candidates from the stored messages (names mentioned in several
+    /// messages, not yet known): pending until approved (`POST /v1/candidates/{id}/approve`).
+    Suggest {
+        /// Only this conversation.
+        #[arg(long)]
+        conversation: Option<String>,
+        /// Names mentioned in at least this many messages.
+        #[arg(long, default_value_t = 2)]
+        min_mentions: usize,
+        /// At most this many candidates (at most 50).
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+    },
     /// Entities reachable over relationships (either direction), nearest first.
     Related {
         id: String,
@@ -449,6 +462,36 @@ pub async fn entities(
                     "rel:{}  ent:{} -[{}]-> ent:{}\n",
                     r.id, r.source_id, r.relationship_type, r.target_id
                 )
+            })
+        }
+        EntitiesCommand::Suggest {
+            conversation,
+            min_mentions,
+            limit,
+        } => {
+            let found = engine
+                .suggest_entities(
+                    &WHO,
+                    cairn_service::knowledge::SuggestRequest {
+                        scope: scope.clone(),
+                        conversation_id: conversation,
+                        min_mentions: Some(min_mentions),
+                        limit: Some(limit),
+                    },
+                )
+                .await?;
+            engine.flush().await?;
+            emit(json, &found, || {
+                lines(&found, "no new names mentioned often enough", |s| {
+                    format!(
+                        "{}  {} ({}), {} mentions{}\n",
+                        s.candidate.reference,
+                        s.name,
+                        s.entity_type.as_str(),
+                        s.mentions,
+                        if s.created { "" } else { " (proposed before)" }
+                    )
+                })
             })
         }
         EntitiesCommand::Related {

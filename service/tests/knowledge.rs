@@ -2044,3 +2044,92 @@ async fn counts_report_what_is_known_now() {
         .unwrap();
     assert_eq!((other.entities, other.facts, other.traces), (0, 0, 0));
 }
+
+/// The LLM-free extractor proposes names mentioned in several messages as entity
+/// candidates citing those messages; nothing is known until one is approved.
+#[tokio::test(flavor = "multi_thread")]
+async fn suggested_entities_are_candidates_until_approved() {
+    use cairn_service::knowledge::SuggestRequest;
+    let env = open();
+    let e = &env.engine;
+    let sc = scope("acme", "alice");
+    let p = sc.partition();
+    let batch: Vec<KeyedMessage> = [
+        (
+            Some("Morag Dunbar"),
+            "Thanks! The lamp at Skerryvore is out again.",
+        ),
+        (None, "I will tell Morag Dunbar about the Skerryvore lamp."),
+        (
+            Some("Morag Dunbar"),
+            "Ewan can bring the spare bulb on Tuesday.",
+        ),
+        (None, "Great. Ewan and Morag Dunbar meet at the pier."),
+        (None, "Thanks again."),
+    ]
+    .iter()
+    .map(|(speaker, text)| {
+        KeyedMessage::from(MessageInput {
+            conversation_id: "c1".into(),
+            role: Role::User,
+            content: (*text).into(),
+            ts: None,
+            turn_id: None,
+            speaker: speaker.map(str::to_string),
+            metadata: None,
+        })
+    })
+    .collect();
+    e.record_messages(&LOCAL, &sc, batch).await.unwrap();
+    let req = || SuggestRequest {
+        scope: sc.clone(),
+        conversation_id: None,
+        min_mentions: None,
+        limit: None,
+    };
+    let found = e.suggest_entities(&LOCAL, req()).await.unwrap();
+    let names: Vec<(&str, &str, usize)> = found
+        .iter()
+        .map(|s| (s.name.as_str(), s.entity_type.as_str(), s.mentions))
+        .collect();
+    // "Thanks" and "Ewan" only start sentences (a one-word name counts mid-sentence only),
+    // "Tuesday" is named once: none is proposed. A speaker's name is a person.
+    assert_eq!(
+        names,
+        [("Morag Dunbar", "person", 2), ("Skerryvore", "other", 2)]
+    );
+    let morag = &found[0].candidate;
+    assert_eq!(morag.status.as_str(), "pending");
+    assert_eq!(morag.source_agent, "cairn-extractor");
+    assert_eq!(morag.evidence_refs, ["msg:c1/1", "msg:c1/3"]);
+    // Pending: nothing known yet. Running again proposes the same candidates.
+    assert!(e
+        .list_entities(&LOCAL, &p, None, None, None)
+        .await
+        .unwrap()
+        .is_empty());
+    let again = e.suggest_entities(&LOCAL, req()).await.unwrap();
+    assert!(again.iter().all(|s| !s.created));
+    assert_eq!(again[0].candidate.candidate_id, morag.candidate_id);
+
+    e.decide(
+        &LOCAL,
+        &morag.candidate_id,
+        DecisionRequest {
+            scope: sc.clone(),
+            note: None,
+        },
+        true,
+    )
+    .await
+    .unwrap();
+    let known = e
+        .entities_by_name(&LOCAL, &p, "morag dunbar")
+        .await
+        .unwrap();
+    assert_eq!(known.len(), 1);
+    assert_eq!(known[0].entity_type.as_str(), "person");
+    // A known name is not proposed again.
+    let after = e.suggest_entities(&LOCAL, req()).await.unwrap();
+    assert!(after.iter().all(|s| s.name != "Morag Dunbar"), "{after:?}");
+}

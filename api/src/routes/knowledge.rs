@@ -6,6 +6,7 @@ use cairn_models::knowledge::{Entity, Fact, Predicate, Preference, Relationship}
 use cairn_service::knowledge::{
     EntityRequest, FactConflict, FactOutcome, FactQuery, FactRequest, MergeRequest,
     PredicateRequest, PreferenceRequest, RelatedEntity, RelationshipRequest, Scored,
+    SuggestRequest, Suggestion,
 };
 use cairn_service::ops::partition;
 use serde::{Deserialize, Serialize};
@@ -27,6 +28,7 @@ pub(super) fn router() -> OpenApiRouter<SharedState> {
         .routes(routes!(search_entities))
         .routes(routes!(entities_by_name))
         .routes(routes!(merge_entities))
+        .routes(routes!(suggest_entities))
         .routes(routes!(get_entity))
         .routes(routes!(related_entities))
         .routes(routes!(entity_relationships))
@@ -389,6 +391,36 @@ async fn merge_entities(
 ) -> Result<Json<Entity>, ApiError> {
     let who = who(&state, &caller).await?;
     detached(async move { Ok(Json(state.engine.merge_entities(&who, body).await?)) }).await
+}
+
+/// `POST /v1/entities/suggest` answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SuggestionList {
+    pub suggestions: Vec<Suggestion>,
+}
+
+/// Propose entity candidates from the stored messages, without a language model: names
+/// (capitalized phrases) mentioned in at least `min_mentions` messages (default 2) and not
+/// known as an entity yet, each citing the messages that mention it (type `person` when the
+/// name is also a message speaker, else `other`). They are pending candidates: nothing is
+/// known until a trusted caller approves one (`POST /v1/candidates/{id}/approve`), which
+/// writes the entity. Idempotent: the same messages give the same candidates.
+#[utoipa::path(post, path = "/entities/suggest", tag = "knowledge", request_body = SuggestRequest,
+    responses(
+        (status = 200, description = "The proposed candidates", body = SuggestionList),
+        CommonErrors,
+    ))]
+async fn suggest_entities(
+    State(state): State<SharedState>,
+    caller: Caller,
+    Json(body): Json<SuggestRequest>,
+) -> Result<Json<SuggestionList>, ApiError> {
+    let who = who(&state, &caller).await?;
+    detached(async move {
+        let suggestions = state.engine.suggest_entities(&who, body).await?;
+        Ok(Json(SuggestionList { suggestions }))
+    })
+    .await
 }
 
 /// One entity. A merged entity answers itself, with `merged_into` naming its survivor.
