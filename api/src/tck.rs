@@ -888,14 +888,9 @@ struct ListTraces {
 async fn list_traces(b: &Bridge, req: ListTraces) -> Answer {
     let traces = b
         .engine
-        .list_traces(
-            &Principal::Local,
-            &b.partition(),
-            req.session_id.as_deref(),
-            None,
-            req.limit,
-        )
+        .list_traces(&Principal::Local, &b.partition(), req.session_id.as_deref())
         .await?;
+    let traces = cairn_service::ops::page(traces, None, req.limit);
     ok(json!(traces
         .iter()
         .map(|t| trace(t, &[]))
@@ -1146,10 +1141,9 @@ async fn list_entities(b: &Bridge, req: ListEntities) -> Answer {
             &Principal::Local,
             &b.partition(),
             req.entity_type.as_deref(),
-            None,
-            req.limit,
         )
         .await?;
+    let all = cairn_service::ops::page(all, None, req.limit);
     ok(json!(all.iter().map(entity).collect::<Vec<_>>()))
 }
 
@@ -1189,7 +1183,7 @@ async fn get_entity_graph(b: &Bridge) -> Answer {
     let partition = b.partition();
     let nodes = b
         .engine
-        .list_entities(&Principal::Local, &partition, None, None, Some(1000))
+        .list_entities(&Principal::Local, &partition, None)
         .await?;
     let edges = b
         .engine

@@ -11,6 +11,7 @@ use cairn_service::knowledge::{
     EntityRequest, FactQuery, FactRequest, MergeRequest, PredicateRequest, PreferenceRequest,
     RelationshipRequest,
 };
+use cairn_service::ops::page;
 use cairn_service::recall::ForgetRequest;
 use cairn_service::{Engine, Principal};
 use clap::{Subcommand, ValueEnum};
@@ -375,8 +376,9 @@ pub async fn entities(
             limit,
         } => {
             let all = engine
-                .list_entities(&WHO, &partition, entity_type.as_deref(), offset, limit)
+                .list_entities(&WHO, &partition, entity_type.as_deref())
                 .await?;
+            let all = page(all, offset, limit);
             emit(json, &all, || {
                 lines(
                     &all,
@@ -582,11 +584,10 @@ pub async fn facts(engine: &Engine, scope: &Scope, json: bool, cmd: FactsCommand
                         predicate,
                         history,
                         at: None,
-                        offset,
-                        limit,
                     },
                 )
                 .await?;
+            let all = page(all, offset, limit);
             emit(json, &all, || lines(&all, "no facts", fact_line))
         }
         FactsCommand::Show { id } => {
@@ -695,8 +696,9 @@ pub async fn prefs(engine: &Engine, scope: &Scope, json: bool, cmd: PrefsCommand
             limit,
         } => {
             let all = engine
-                .list_preferences(&WHO, &partition, category.as_deref(), offset, limit)
+                .list_preferences(&WHO, &partition, category.as_deref())
                 .await?;
+            let all = page(all, offset, limit);
             emit(json, &all, || lines(&all, "no preferences", pref_line))
         }
         PrefsCommand::Search {
@@ -727,9 +729,8 @@ pub async fn traces(
     let partition = scope.partition();
     match cmd {
         TracesCommand::List { offset, limit } => {
-            let all = engine
-                .list_traces(&WHO, &partition, session, offset, limit)
-                .await?;
+            let all = engine.list_traces(&WHO, &partition, session).await?;
+            let all = page(all, offset, limit);
             emit(json, &all, || lines(&all, "no traces", trace_line))
         }
         TracesCommand::Show { id } => {

@@ -36,7 +36,7 @@ use uuid::Uuid;
 use crate::auth::{authorize, Principal};
 use crate::engine::Engine;
 use crate::error::ServiceError;
-use crate::ops::{admit_write, page};
+use crate::ops::admit_write;
 use crate::Operation;
 
 /// Longest entity name, alias, category, fact subject, predicate or object, in bytes.
@@ -531,14 +531,13 @@ impl Engine {
             .collect()
     }
 
-    /// The partition's entities (merged ones excluded), oldest first.
+    /// The partition's entities (merged ones excluded), oldest first; doors page them
+    /// (`ops::page`), like documents.
     pub async fn list_entities(
         &self,
         who: &Principal,
         partition: &Partition,
         entity_type: Option<&str>,
-        offset: Option<usize>,
-        limit: Option<usize>,
     ) -> Result<Vec<Entity>, ServiceError> {
         authorize(who, partition, Operation::Read)?;
         let key = match entity_type {
@@ -559,7 +558,7 @@ impl Engine {
             .collect::<Result<_, _>>()?;
         all.retain(|e| e.merged_into.is_none());
         all.sort_by_key(|e| (e.created_at, e.id.clone()));
-        Ok(page(all, offset, limit))
+        Ok(all)
     }
 
     /// Merges `source` into `target`: the source's relationships move to the target, its
@@ -951,8 +950,6 @@ impl Engine {
         who: &Principal,
         partition: &Partition,
         category: Option<&str>,
-        offset: Option<usize>,
-        limit: Option<usize>,
     ) -> Result<Vec<Preference>, ServiceError> {
         authorize(who, partition, Operation::Read)?;
         let mut all: Vec<Preference> = scan(
@@ -969,7 +966,7 @@ impl Engine {
         })
         .collect();
         all.sort_by_key(|p| (p.created_at, p.id.clone()));
-        Ok(page(all, offset, limit))
+        Ok(all)
     }
 
     // ---- facts ---------------------------------------------------------------------
@@ -1284,7 +1281,7 @@ impl Engine {
             .filter(|f| query.history || f.holds_at(at))
             .collect();
         all.sort_by_key(|f| (f.created_at, f.id.clone()));
-        Ok(page(all, query.offset, query.limit))
+        Ok(all)
     }
 
     /// The open conflicts of the partition: current facts with the same subject and
@@ -1763,8 +1760,6 @@ pub struct FactQuery {
     pub history: bool,
     /// The time "now" means (epoch ms; default: now).
     pub at: Option<i64>,
-    pub offset: Option<usize>,
-    pub limit: Option<usize>,
 }
 
 /// An open conflict between current facts.

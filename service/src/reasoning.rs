@@ -24,7 +24,7 @@ use crate::auth::{authorize, Principal};
 use crate::engine::Engine;
 use crate::error::ServiceError;
 use crate::knowledge::{load_point, now, parse_id, put, scan, search_kind, Scored};
-use crate::ops::{admit_write, page};
+use crate::ops::admit_write;
 use crate::Operation;
 
 /// Longest task, outcome, thought, action, observation or error text, in bytes.
@@ -131,7 +131,8 @@ impl Engine {
             started_at: now(),
             completed_at: None,
         };
-        write_trace(self, &scope, trust_of(who), &t).await?;
+        // A trace records what an agent did: agent output, whoever stores it.
+        write_trace(self, &scope, TrustOrigin::AgentOutput, &t).await?;
         Ok(t)
     }
 
@@ -405,8 +406,6 @@ impl Engine {
         who: &Principal,
         partition: &Partition,
         session: Option<&str>,
-        offset: Option<usize>,
-        limit: Option<usize>,
     ) -> Result<Vec<Trace>, ServiceError> {
         authorize(who, partition, Operation::Read)?;
         let mut f = Filter::new().eq("kind", PointKind::Trace.as_str());
@@ -426,7 +425,7 @@ impl Engine {
                 .cmp(&a.started_at)
                 .then_with(|| a.id.cmp(&b.id))
         });
-        Ok(page(all, offset, limit))
+        Ok(all)
     }
 
     /// Per tool: calls, successes, failures (failure, error, timeout), success rate over
@@ -498,11 +497,6 @@ fn refuse_completed(t: &Trace) -> Result<(), ServiceError> {
         )));
     }
     Ok(())
-}
-
-/// A trace records what an agent did: its steps are agent output whoever stores them.
-fn trust_of(_who: &Principal) -> TrustOrigin {
-    TrustOrigin::AgentOutput
 }
 
 /// `POST /v1/traces` body.

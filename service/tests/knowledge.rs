@@ -595,7 +595,7 @@ async fn merged_entities_resolve_to_their_survivor() {
         by_name.iter().map(|x| &x.id).collect::<Vec<_>>(),
         [&robert.id]
     );
-    let listed = e.list_entities(&LOCAL, &p, None, None, None).await.unwrap();
+    let listed = e.list_entities(&LOCAL, &p, None).await.unwrap();
     assert!(listed.iter().all(|x| x.id != bob.id));
     assert_eq!(listed.len(), 3);
     let found = e
@@ -1003,7 +1003,7 @@ async fn forgetting_entities_and_traces_removes_what_hangs_on_them() {
         e.tool_stats(&LOCAL, &p, None).await.unwrap().is_empty(),
         "its tool calls are gone"
     );
-    let left = e.list_traces(&LOCAL, &p, None, None, None).await.unwrap();
+    let left = e.list_traces(&LOCAL, &p, None).await.unwrap();
     assert_eq!(left.iter().map(|t| &t.id).collect::<Vec<_>>(), [&other]);
     assert_eq!(
         e.get_trace(&LOCAL, &p, &other).await.unwrap().steps.len(),
@@ -1033,7 +1033,7 @@ async fn forgetting_entities_and_traces_removes_what_hangs_on_them() {
         .await
         .unwrap();
     assert!(e
-        .list_preferences(&LOCAL, &p, None, None, None)
+        .list_preferences(&LOCAL, &p, None)
         .await
         .unwrap()
         .is_empty());
@@ -1097,13 +1097,7 @@ async fn every_kind_stays_in_its_tenant_and_user() {
     .unwrap();
     complete(e, &a, &trace, Some(true)).await;
     // The owner sees it all (the control for the checks below).
-    assert_eq!(
-        e.list_entities(&LOCAL, &pa, None, None, None)
-            .await
-            .unwrap()
-            .len(),
-        2
-    );
+    assert_eq!(e.list_entities(&LOCAL, &pa, None).await.unwrap().len(), 2);
     assert_eq!(e.fact_conflicts(&LOCAL, &pa).await.unwrap().len(), 1);
     assert_eq!(e.tool_stats(&LOCAL, &pa, None).await.unwrap().len(), 1);
     assert_eq!(
@@ -1131,11 +1125,7 @@ async fn every_kind_stays_in_its_tenant_and_user() {
             .await
             .unwrap()
             .is_empty());
-        assert!(e
-            .list_entities(&LOCAL, &p, None, None, None)
-            .await
-            .unwrap()
-            .is_empty());
+        assert!(e.list_entities(&LOCAL, &p, None).await.unwrap().is_empty());
         assert!(is_not_found(
             e.related_entities(&LOCAL, &p, &alice.id, None, None).await
         ));
@@ -1155,7 +1145,7 @@ async fn every_kind_stays_in_its_tenant_and_user() {
             .unwrap()
             .is_empty());
         assert!(e
-            .list_preferences(&LOCAL, &p, None, None, None)
+            .list_preferences(&LOCAL, &p, None)
             .await
             .unwrap()
             .is_empty());
@@ -1164,11 +1154,7 @@ async fn every_kind_stays_in_its_tenant_and_user() {
         assert!(facts(e, &p, about("Alice Johnson")).await.is_empty());
         assert!(e.fact_conflicts(&LOCAL, &p).await.unwrap().is_empty());
         assert!(is_not_found(e.get_trace(&LOCAL, &p, &trace).await));
-        assert!(e
-            .list_traces(&LOCAL, &p, None, None, None)
-            .await
-            .unwrap()
-            .is_empty());
+        assert!(e.list_traces(&LOCAL, &p, None).await.unwrap().is_empty());
         assert!(e
             .similar_traces(&LOCAL, &p, "flight to Lisbon", 5, false)
             .await
@@ -1268,9 +1254,7 @@ async fn every_kind_stays_in_its_tenant_and_user() {
             .map(drop)
     ));
     assert!(forbidden(
-        e.list_entities(&agent, &pa, None, None, None)
-            .await
-            .map(drop)
+        e.list_entities(&agent, &pa, None).await.map(drop)
     ));
     assert!(forbidden(
         e.related_entities(&agent, &pa, &alice.id, None, None)
@@ -1278,9 +1262,7 @@ async fn every_kind_stays_in_its_tenant_and_user() {
             .map(drop)
     ));
     assert!(forbidden(
-        e.list_preferences(&agent, &pa, None, None, None)
-            .await
-            .map(drop)
+        e.list_preferences(&agent, &pa, None).await.map(drop)
     ));
     assert!(forbidden(
         e.get_fact(&agent, &pa, &f1.fact.id).await.map(drop)
@@ -1290,9 +1272,7 @@ async fn every_kind_stays_in_its_tenant_and_user() {
     ));
     assert!(forbidden(e.fact_conflicts(&agent, &pa).await.map(drop)));
     assert!(forbidden(e.get_trace(&agent, &pa, &trace).await.map(drop)));
-    assert!(forbidden(
-        e.list_traces(&agent, &pa, None, None, None).await.map(drop)
-    ));
+    assert!(forbidden(e.list_traces(&agent, &pa, None).await.map(drop)));
     assert!(forbidden(
         e.similar_traces(&agent, &pa, "flight", 5, false)
             .await
@@ -1977,7 +1957,7 @@ async fn proposed_knowledge_is_written_only_when_approved() {
     .await
     .unwrap();
     assert!(e
-        .list_preferences(&LOCAL, &p, None, None, None)
+        .list_preferences(&LOCAL, &p, None)
         .await
         .unwrap()
         .is_empty());
@@ -2103,11 +2083,7 @@ async fn suggested_entities_are_candidates_until_approved() {
     assert_eq!(morag.source_agent, "cairn-extractor");
     assert_eq!(morag.evidence_refs, ["msg:c1/1", "msg:c1/3"]);
     // Pending: nothing known yet. Running again proposes the same candidates.
-    assert!(e
-        .list_entities(&LOCAL, &p, None, None, None)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(e.list_entities(&LOCAL, &p, None).await.unwrap().is_empty());
     let again = e.suggest_entities(&LOCAL, req()).await.unwrap();
     assert!(again.iter().all(|s| !s.created));
     assert_eq!(again[0].candidate.candidate_id, morag.candidate_id);

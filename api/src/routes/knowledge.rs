@@ -14,9 +14,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{
-    default_ns, detached, every_page, query_error, who, CommonErrors, QueryResult, ScopeQuery,
-};
+use super::{default_ns, detached, query_error, who, CommonErrors, QueryResult, ScopeQuery};
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::json::Json;
@@ -310,14 +308,10 @@ async fn list_entities(
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
     let who = who(&state, &caller).await?;
-    let (engine, who, partition) = (&state.engine, &who, &partition);
-    let entity_type = q.entity_type.as_deref();
-    let all = every_page(|offset, limit| async move {
-        engine
-            .list_entities(who, partition, entity_type, Some(offset), Some(limit))
-            .await
-    })
-    .await?;
+    let all = state
+        .engine
+        .list_entities(&who, &partition, q.entity_type.as_deref())
+        .await?;
     let total = all.len();
     Ok(Json(EntityList {
         entities: cairn_service::ops::page(all, q.offset, q.limit),
@@ -572,14 +566,10 @@ async fn list_preferences(
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
     let who = who(&state, &caller).await?;
-    let (engine, who, partition) = (&state.engine, &who, &partition);
-    let category = q.category.as_deref();
-    let all = every_page(|offset, limit| async move {
-        engine
-            .list_preferences(who, partition, category, Some(offset), Some(limit))
-            .await
-    })
-    .await?;
+    let all = state
+        .engine
+        .list_preferences(&who, &partition, q.category.as_deref())
+        .await?;
     let total = all.len();
     Ok(Json(PreferenceList {
         preferences: cairn_service::ops::page(all, q.offset, q.limit),
@@ -649,26 +639,13 @@ async fn list_facts(
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
     let who = who(&state, &caller).await?;
-    let (engine, who, partition) = (&state.engine, &who, &partition);
-    let base = FactQuery {
+    let query = FactQuery {
         subject: q.subject.clone(),
         predicate: q.predicate.clone(),
         history: q.history,
-        // Fixed once, so every page reads the same instant.
-        at: Some(q.at.unwrap_or_else(|| chrono::Utc::now().timestamp_millis())),
-        offset: None,
-        limit: None,
+        at: q.at,
     };
-    let base = &base;
-    let all = every_page(|offset, limit| async move {
-        let query = FactQuery {
-            offset: Some(offset),
-            limit: Some(limit),
-            ..base.clone()
-        };
-        engine.list_facts(who, partition, query).await
-    })
-    .await?;
+    let all = state.engine.list_facts(&who, &partition, query).await?;
     let total = all.len();
     Ok(Json(FactList {
         facts: cairn_service::ops::page(all, q.offset, q.limit),

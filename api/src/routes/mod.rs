@@ -223,27 +223,6 @@ impl DeleteQuery {
     }
 }
 
-/// Every item of a listing the service pages itself, read a page of [`PAGE_MAX`] at a time
-/// (`page(offset, limit)`), so the door can answer the total and page it like the others.
-///
-/// [`PAGE_MAX`]: cairn_service::ops::PAGE_MAX
-async fn every_page<T, F, Fut>(mut page: F) -> Result<Vec<T>, ApiError>
-where
-    F: FnMut(usize, usize) -> Fut,
-    Fut: std::future::Future<Output = Result<Vec<T>, cairn_service::ServiceError>>,
-{
-    let size = cairn_service::ops::PAGE_MAX;
-    let mut all = Vec::new();
-    loop {
-        let got = page(all.len(), size).await?;
-        let last = got.len() < size;
-        all.extend(got);
-        if last {
-            return Ok(all);
-        }
-    }
-}
-
 fn query_error(e: axum::extract::rejection::QueryRejection) -> ApiError {
     ApiError::invalid(format!("query string: {}", e.body_text()))
 }

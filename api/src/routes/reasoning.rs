@@ -13,9 +13,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{
-    default_ns, detached, every_page, query_error, who, CommonErrors, QueryResult, ScopeQuery,
-};
+use super::{default_ns, detached, query_error, who, CommonErrors, QueryResult, ScopeQuery};
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::json::Json;
@@ -232,14 +230,10 @@ async fn list_traces(
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
     let who = who(&state, &caller).await?;
-    let (engine, who, partition) = (&state.engine, &who, &partition);
-    let session = q.session.as_deref();
-    let all = every_page(|offset, limit| async move {
-        engine
-            .list_traces(who, partition, session, Some(offset), Some(limit))
-            .await
-    })
-    .await?;
+    let all = state
+        .engine
+        .list_traces(&who, &partition, q.session.as_deref())
+        .await?;
     let total = all.len();
     Ok(Json(TraceList {
         traces: cairn_service::ops::page(all, q.offset, q.limit),
