@@ -373,6 +373,7 @@ async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bo
             id: chunk_point_id(&partition, &source, &doc_id, index),
             dense: Some(v),
             bm25_text: Some(text),
+            sparse: None,
             payload: p,
         });
         if index == 0 {

@@ -13,7 +13,9 @@ use cairn_ingest::{parse_messages, DocStatus, DocumentInput, Progress};
 use cairn_models::pack::TurnMode;
 use cairn_models::Scope;
 use cairn_service::turns::PrepareRequest;
+use cairn_service::Backend;
 use cairn_service::{Auth, Engine, Principal};
+use cairn_store::ServerConfig as QdrantConfig;
 use clap::{Args, Parser, Subcommand};
 
 mod bench;
@@ -37,10 +39,57 @@ struct Cli {
     )]
     data_dir: PathBuf,
     #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
     scope: ScopeArgs,
     #[command(subcommand)]
     command: Command,
 }
+
+/// The store: the embedded engine in `--data-dir` (default), or a Qdrant server or cluster.
+/// Shards, replication and consistency come from the environment
+/// (`CAIRN_QDRANT_SHARDS`, `CAIRN_QDRANT_REPLICATION`, `CAIRN_QDRANT_WRITE_CONSISTENCY`,
+/// `CAIRN_QDRANT_READ_CONSISTENCY`, `CAIRN_QDRANT_TIMEOUT_SECS`).
+#[derive(Debug, Clone, Args)]
+struct StoreArgs {
+    /// Qdrant server gRPC URL (e.g. http://127.0.0.1:6334; https:// for TLS). Without it
+    /// the embedded store in --data-dir is used.
+    #[arg(long, global = true, env = "CAIRN_QDRANT_URL")]
+    qdrant_url: Option<String>,
+    /// API key of the Qdrant server.
+    #[arg(
+        long,
+        global = true,
+        env = "CAIRN_QDRANT_API_KEY",
+        hide_env_values = true
+    )]
+    qdrant_api_key: Option<String>,
+    /// Collection on the server [default: cairn]; `{dir}` becomes a digest of --data-dir.
+    #[arg(long, global = true, env = "CAIRN_QDRANT_COLLECTION")]
+    qdrant_collection: Option<String>,
+}
+
+impl StoreArgs {
+    fn backend(&self, data_dir: &Path) -> Result<Backend> {
+        let Some(url) = self.qdrant_url.as_deref().filter(|u| !u.trim().is_empty()) else {
+            return Ok(Backend::Embedded);
+        };
+        // The environment's refinements (shards, replication, consistency), then the flags.
+        let mut config = QdrantConfig::from_env(0, data_dir)?
+            .unwrap_or_else(|| QdrantConfig::new(url.trim(), 0));
+        config.url = url.trim().to_string();
+        if let Some(key) = &self.qdrant_api_key {
+            config.api_key = Some(key.clone());
+        }
+        if let Some(name) = &self.qdrant_collection {
+            config.set_collection(name, data_dir)?;
+        }
+        Ok(Backend::Server(config))
+    }
+}
+
+/// The store every command opens, from the global flags (set once, before any command runs).
+static STORE: std::sync::OnceLock<StoreArgs> = std::sync::OnceLock::new();
 
 /// The identity scope. Tenant, user and namespace are the storage boundary; agent and
 /// session are recorded as provenance.
@@ -282,7 +331,11 @@ fn isolate_extraction() -> Result<()> {
 
 pub(crate) async fn open_engine(data_dir: &Path) -> Result<Arc<Engine>> {
     let dir = data_dir.to_path_buf();
-    let engine = tokio::task::spawn_blocking(move || Engine::open(&dir))
+    let backend = match STORE.get() {
+        Some(args) => args.backend(&dir)?,
+        None => Backend::FromEnv,
+    };
+    let engine = tokio::task::spawn_blocking(move || Engine::open_on(&dir, backend))
         .await
         .context("engine start-up task")??;
     Ok(Arc::new(engine))
@@ -408,6 +461,7 @@ async fn grants(engine: &Engine, scope: &Scope, action: GrantsCommand) -> Result
 
 async fn run(cli: Cli) -> Result<std::process::ExitCode> {
     use std::process::ExitCode;
+    let _ = STORE.set(cli.store.clone());
     match cli.command {
         Command::Bench { which } => bench::run(which).await,
         Command::Eval { which } => cli_eval::run(which).await,
@@ -489,6 +543,22 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
                 bail!("refusing to listen on {addr} without API keys: configure keys (--api-keys or CAIRN_API_KEYS) or use a loopback address");
             }
             let engine = open_engine(&cli.data_dir).await?;
+            // A server store that is unreachable, or holds vectors of another model, stops
+            // the start here instead of failing the first requests.
+            engine
+                .check_store()
+                .await
+                .context("checking the store (--qdrant-url)")?;
+            let backend = engine.backend();
+            eprintln!(
+                "cairn: store {} at {}{}",
+                backend.kind,
+                backend.location,
+                backend
+                    .collection
+                    .map(|c| format!(", collection {c}"))
+                    .unwrap_or_default()
+            );
             let state = Arc::new(AppState {
                 engine,
                 auth: auth.clone(),

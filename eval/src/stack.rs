@@ -19,7 +19,7 @@ use cairn_embed::{EmbedConfig, Embedder};
 use cairn_ingest::{ChunkSettings, DocumentInput, IngestConfig, Ingestor, Outcome, Progress};
 use cairn_models::Scope;
 use cairn_recall::{RecallConfig, Recaller};
-use cairn_service::{Engine, EngineOptions, Principal};
+use cairn_service::{Backend, Engine, EngineOptions, Principal};
 use cairn_store::{MemoryStore, SyncPolicy};
 
 use crate::{EvalError, Result};
@@ -175,6 +175,14 @@ impl Workspace {
             .map_err(|e| EvalError::io(Path::new("temporary directory"), e))?;
         let (path, embedder_c) = (dir.path().to_path_buf(), embedder.clone());
         let engine_options = EngineOptions {
+            // A server (`CAIRN_QDRANT_URL`) gets one collection per throwaway workspace.
+            backend: match cairn_store::ServerConfig::from_env(embedder.spec().dim, &path)? {
+                Some(mut config) => {
+                    config.collection = config.collection_for_dir(&path)?;
+                    Backend::Server(config)
+                }
+                None => Backend::Embedded,
+            },
             sync: options.sync,
             ingest: Some(options.ingest_config(embedder)),
             recall: RecallConfig::default(),

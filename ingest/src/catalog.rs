@@ -56,14 +56,25 @@ pub async fn get_document(
 ///
 /// Lock order: the API takes `Engine::turn_lock`, then `Engine::review_lock`, then this one;
 /// an ingest takes only this one and holds no other lock while it waits for it.
+///
+/// On a store shared by several Cairn processes the guard also holds the store-wide lock of
+/// the same name (`MemoryStore::lock`), so the exclusion holds across them.
 #[derive(Debug)]
 pub struct CommitGuard<'a> {
+    // Declared first, dropped first: the store lease goes before the local mutex.
+    _store: cairn_store::StoreLock,
     _guard: tokio::sync::MutexGuard<'a, ()>,
 }
 
 impl<'a> CommitGuard<'a> {
-    pub(crate) fn new(guard: tokio::sync::MutexGuard<'a, ()>) -> Self {
-        CommitGuard { _guard: guard }
+    pub(crate) fn new(
+        guard: tokio::sync::MutexGuard<'a, ()>,
+        store: cairn_store::StoreLock,
+    ) -> Self {
+        CommitGuard {
+            _store: store,
+            _guard: guard,
+        }
     }
 }
 

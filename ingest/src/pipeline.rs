@@ -220,8 +220,10 @@ impl Ingestor {
     /// Holds off ingest commits (the "unchanged" decision, chunk writes, registry flips,
     /// retirement) until the guard is dropped. Deleting documents while holding it cannot
     /// interleave with a version being written. Lock order: see [`crate::catalog::CommitGuard`].
-    pub async fn lock_commits(&self) -> crate::catalog::CommitGuard<'_> {
-        crate::catalog::CommitGuard::new(self.commit.lock().await)
+    pub async fn lock_commits(&self) -> Result<crate::catalog::CommitGuard<'_>, IngestError> {
+        let local = self.commit.lock().await;
+        let store = self.store.lock("ingest-commit").await?;
+        Ok(crate::catalog::CommitGuard::new(local, store))
     }
 
     /// Ingests documents through the pipeline. Every input gets an [`Outcome`]; a failing
@@ -543,7 +545,7 @@ impl Ingestor {
             Some(r) if r.doc_id.as_deref() == Some(doc_id) => {}
             _ => return Ok(None),
         }
-        let _commit = self.commit.lock().await;
+        let _commit = self.lock_commits().await?;
         let Some(current) = self.current_record(partition, source).await? else {
             return Ok(None);
         };
@@ -612,7 +614,7 @@ impl Ingestor {
     ) -> Result<DocumentReport, IngestError> {
         let Embedded { prepared, vectors } = embedded;
         let partition = scope.partition();
-        let _commit = self.commit.lock().await;
+        let _commit = self.lock_commits().await?;
         let previous = self.current_record(&partition, &prepared.source).await?;
         let (status, version, complete) = match &previous {
             Some(p) if p.doc_id.as_deref() == Some(prepared.doc_id.as_str()) => (
@@ -652,6 +654,7 @@ impl Ingestor {
                     id: chunk_point_id(&partition, &prepared.source, &prepared.doc_id, chunk.index),
                     dense: Some(vector),
                     bm25_text: Some(chunk.embedding_text()),
+                    sparse: None,
                     payload: p,
                 });
             }

@@ -78,6 +78,12 @@ impl Ingestor {
         }
         let partition = scope.partition();
         let mut seqs = self.seqs.lock().await;
+        // Another Cairn process may have written to this store since: take the store-wide
+        // lock and forget what this process remembered of the sequence numbers.
+        let _shared = self.store.lock("messages").await?;
+        if self.store.shared() {
+            seqs.clear();
+        }
 
         // Ids are pure functions of the key. Keys by content (explicit `ts`, or keyless
         // under `ByContent`) tell identical messages of one batch apart by their occurrence
@@ -233,6 +239,7 @@ impl Ingestor {
                 .map(|(((id, payload), v), text)| UpsertPoint {
                     id,
                     bm25_text: v.as_ref().map(|_| text),
+                    sparse: None,
                     dense: v,
                     payload,
                 })
@@ -286,8 +293,15 @@ impl Ingestor {
             .await?
             .into_iter()
             .next()
-            .and_then(|h| h.point.seq)
-            .unwrap_or(0);
+            .and_then(|h| h.point.seq);
+        // A shared store re-reads the mark on every write; the conversation record travels
+        // with every message write, so it is the mark (the scan below is for conversations
+        // stored before records existed).
+        if let (true, Some(next)) = (self.store.shared(), recorded) {
+            seqs.insert(key, next + 1);
+            return Ok(next);
+        }
+        let recorded = recorded.unwrap_or(0);
         let filter = Filter::new()
             .eq("kind", PointKind::Message.as_str())
             .eq("conversation_id", conversation);

@@ -198,6 +198,7 @@ async fn save(engine: &Engine, stored: &Stored) -> Result<(), ServiceError> {
             id,
             dense: None,
             bm25_text: None,
+            sparse: None,
             payload: point,
         }])
         .await?;
@@ -322,7 +323,7 @@ pub(crate) async fn propose(
         &evidence,
     );
 
-    let _serial = engine.review_lock.lock().await;
+    let _serial = engine.serial(crate::engine::Section::Reviews).await?;
     if let Some(existing) = load(engine, &partition, &id).await? {
         return Ok(ProposeResponse {
             created: false,
@@ -430,6 +431,7 @@ pub(crate) async fn write_memory(engine: &Engine, stored: &Stored) -> Result<(),
             id: memory_point_id(&partition, &stored.id()),
             dense: Some(dense),
             bm25_text: Some(text),
+            sparse: None,
             payload: p,
         }])
         .await?;
@@ -690,7 +692,7 @@ pub(crate) async fn decide(
         ));
     }
     let partition = scope.partition();
-    let _serial = engine.review_lock.lock().await;
+    let _serial = engine.serial(crate::engine::Section::Reviews).await?;
     let mut stored = load(engine, &partition, id)
         .await?
         .ok_or_else(|| ServiceError::NotFound(format!("no candidate {id} in this scope")))?;

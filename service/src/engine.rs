@@ -14,7 +14,7 @@ use std::sync::Arc;
 use cairn_embed::{EmbedConfig, Embedder};
 use cairn_ingest::{IngestConfig, Ingestor};
 use cairn_recall::{RecallConfig, Recaller};
-use cairn_store::{EdgeStore, MemoryStore, StoreConfig};
+use cairn_store::{EdgeStore, MemoryStore, QdrantStore, ServerConfig, StoreConfig};
 use tokio::sync::Mutex;
 
 use crate::error::ServiceError;
@@ -49,6 +49,26 @@ pub struct Engine {
     written_since_optimize: AtomicU64,
     /// Set while a background index build runs, so at most one runs at a time.
     optimizing: AtomicBool,
+}
+
+/// A serialized section of the service: its in-process mutex and, on a store shared by
+/// several Cairn processes (a Qdrant server behind several replicas), the store-wide lock of
+/// the same name, so the section is exclusive across processes too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Section {
+    /// `turn_lock`.
+    Turns,
+    /// `review_lock`.
+    Reviews,
+    /// `knowledge_lock`.
+    Knowledge,
+}
+
+/// A held [`Section`]. Fields drop in order: the store lease first, then the mutex.
+#[derive(Debug)]
+pub(crate) struct Serial<'a> {
+    _store: cairn_store::StoreLock,
+    _local: tokio::sync::MutexGuard<'a, ()>,
 }
 
 /// After this many new chunks the server rebuilds the vector index in the background.
@@ -90,6 +110,22 @@ impl PreparedTurns {
 }
 
 impl Engine {
+    /// Enters `section`: the mutex first (so a process never waits on its own lease), then
+    /// the store-wide lock. Sections nest only in the documented lock order.
+    pub(crate) async fn serial(&self, section: Section) -> Result<Serial<'_>, ServiceError> {
+        let (mutex, name) = match section {
+            Section::Turns => (&self.turn_lock, "turns"),
+            Section::Reviews => (&self.review_lock, "reviews"),
+            Section::Knowledge => (&self.knowledge_lock, "knowledge"),
+        };
+        let local = mutex.lock().await;
+        let store = self.store.lock(name).await?;
+        Ok(Serial {
+            _store: store,
+            _local: local,
+        })
+    }
+
     /// Whether a background index build is running.
     pub fn optimizing(&self) -> bool {
         self.optimizing.load(Ordering::Acquire)
@@ -143,11 +179,25 @@ impl Engine {
     /// Opens the data directory with the default model configuration. Blocking (loads the
     /// model): call it off the async runtime or before starting one.
     pub fn open(data_dir: &Path) -> Result<Self, ServiceError> {
-        Self::open_with(
-            data_dir,
+        Self::open_on(data_dir, Backend::FromEnv)
+    }
+
+    /// [`Engine::open`] on the given store (the CLI's `--qdrant-url`).
+    pub fn open_on(data_dir: &Path, backend: Backend) -> Result<Self, ServiceError> {
+        create_dir(data_dir)?;
+        let embedder = Embedder::open(
             &EmbedConfig::from_env(),
-            RecallConfig::default(),
-            None,
+            Some(&data_dir.join("embed-cache")),
+        )?;
+        Self::with_embedder(
+            data_dir,
+            embedder,
+            EngineOptions {
+                backend,
+                sync: cairn_store::SyncPolicy::from_env()?,
+                ingest: None,
+                recall: RecallConfig::default(),
+            },
         )
     }
 
@@ -165,6 +215,7 @@ impl Engine {
             data_dir,
             embedder,
             EngineOptions {
+                backend: Backend::FromEnv,
                 sync: cairn_store::SyncPolicy::from_env()?,
                 ingest,
                 recall,
@@ -181,10 +232,21 @@ impl Engine {
         options: EngineOptions,
     ) -> Result<Self, ServiceError> {
         create_dir(data_dir)?;
-        let store: Arc<dyn MemoryStore> = Arc::new(EdgeStore::open(&StoreConfig {
-            sync: options.sync,
-            ..StoreConfig::new(data_dir, embedder.spec().dim)
-        })?);
+        let dim = embedder.spec().dim;
+        let server = match options.backend {
+            Backend::FromEnv => ServerConfig::from_env(dim, data_dir)?,
+            Backend::Embedded => None,
+            Backend::Server(config) => Some(config),
+        };
+        let store: Arc<dyn MemoryStore> = match server {
+            // No I/O here: the collection is checked or created on first use, and
+            // `cairn serve` asks for it at start (`Engine::check_store`).
+            Some(config) => Arc::new(QdrantStore::new(ServerConfig { dim, ..config })?),
+            None => Arc::new(EdgeStore::open(&StoreConfig {
+                sync: options.sync,
+                ..StoreConfig::new(data_dir, dim)
+            })?),
+        };
         let ingest = options
             .ingest
             .unwrap_or_else(|| IngestConfig::for_model(embedder.spec().max_tokens));
@@ -235,6 +297,18 @@ impl Engine {
         &self.recaller
     }
 
+    /// Which store this engine runs on.
+    pub fn backend(&self) -> cairn_store::BackendInfo {
+        self.store.backend()
+    }
+
+    /// Asks the store whether it answers (a server store: connects, creates or checks its
+    /// collection). `cairn serve` calls it at start so a wrong URL or a collection of another
+    /// dimension fails there, and `/readyz` on every probe.
+    pub async fn check_store(&self) -> Result<(), ServiceError> {
+        Ok(self.store.health().await?)
+    }
+
     /// Flushes the store to disk (and empties its journal).
     pub async fn flush(&self) -> Result<(), ServiceError> {
         Ok(self.store.flush().await?)
@@ -244,11 +318,26 @@ impl Engine {
 /// How [`Engine::with_embedder`] assembles the service.
 #[derive(Debug, Clone, Default)]
 pub struct EngineOptions {
-    /// When acknowledged writes reach stable storage.
+    /// Which store: by default the environment decides (`CAIRN_QDRANT_URL`).
+    pub backend: Backend,
+    /// When acknowledged writes reach stable storage (embedded store).
     pub sync: cairn_store::SyncPolicy,
     /// The write path's configuration; default: `IngestConfig::for_model` of the model.
     pub ingest: Option<IngestConfig>,
     pub recall: RecallConfig,
+}
+
+/// Where the points live.
+#[derive(Debug, Clone, Default)]
+pub enum Backend {
+    /// A Qdrant server when `CAIRN_QDRANT_URL` is set ([`ServerConfig::from_env`]), else the
+    /// embedded store in the data directory.
+    #[default]
+    FromEnv,
+    /// The embedded store in the data directory, whatever the environment says.
+    Embedded,
+    /// A Qdrant server or cluster (its `dim` is replaced by the model's).
+    Server(ServerConfig),
 }
 
 fn create_dir(data_dir: &Path) -> Result<(), ServiceError> {

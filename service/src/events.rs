@@ -104,7 +104,7 @@ pub(crate) async fn post_event(
         event_id: id.clone(),
         created,
     };
-    let _serial = engine.review_lock.lock().await;
+    let _serial = engine.serial(crate::engine::Section::Reviews).await?;
     if !engine
         .store
         .retrieve(&partition, &[point_id], false)

@@ -260,15 +260,15 @@ async fn forget_inner(
     let not_found = || ServiceError::NotFound(format!("nothing stored as {by} in this scope"));
     let store = engine.store.as_ref();
     // Lock order: turns, then reviews (see Engine), then ingest commits (documents only).
-    let _turns = engine.turn_lock.lock().await;
-    let _reviews = engine.review_lock.lock().await;
-    let _knowledge = engine.knowledge_lock.lock().await;
+    let _turns = engine.serial(crate::engine::Section::Turns).await?;
+    let _reviews = engine.serial(crate::engine::Section::Reviews).await?;
+    let _knowledge = engine.serial(crate::engine::Section::Knowledge).await?;
 
     // 1. Find what is stored; nothing is deleted yet.
     let mut turns: BTreeSet<(String, uuid::Uuid)> = BTreeSet::new();
     let (evidence, stored) = match reference {
         Ref::Doc { doc_id, .. } => {
-            let commits = engine.ingestor.lock_commits().await;
+            let commits = engine.ingestor.lock_commits().await?;
             let found = catalog::find_document_evidence(store, partition, doc_id).await?;
             removed.docs.insert(doc_id.clone());
             let stored = !found.is_empty();

@@ -348,7 +348,7 @@ impl Engine {
             req.agent,
             secret()
         );
-        let _serial = self.review_lock.lock().await;
+        let _serial = self.serial(crate::engine::Section::Reviews).await?;
         let mut history = self
             .load_grant(&partition, &req.agent)
             .await?
@@ -432,7 +432,7 @@ impl Engine {
         authorize(who, &partition, Operation::ManageGrants)?;
         validate_component("agent", agent)?;
         check_note(&req.note)?;
-        let _serial = self.review_lock.lock().await;
+        let _serial = self.serial(crate::engine::Section::Reviews).await?;
         let mut state = self
             .load_grant(&partition, agent)
             .await?

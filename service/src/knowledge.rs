@@ -202,6 +202,7 @@ pub(crate) async fn put(
             id,
             dense,
             bm25_text: embed,
+            sparse: None,
             payload: point,
         }])
         .await?;
@@ -410,7 +411,7 @@ impl Engine {
         }
         let partition = scope.partition();
         let id = ids::entity_id(&partition, &req.name, entity_type.as_str()).to_string();
-        let _k = self.knowledge_lock.lock().await;
+        let _k = self.serial(crate::engine::Section::Knowledge).await?;
         let existing = load_point(self, &partition, PointKind::Entity, &id, false).await?;
         let now = now();
         let mut e = match &existing {
@@ -580,7 +581,7 @@ impl Engine {
             ));
         }
         let partition = scope.partition();
-        let _k = self.knowledge_lock.lock().await;
+        let _k = self.serial(crate::engine::Section::Knowledge).await?;
         let load = |id: String| {
             let partition = partition.clone();
             async move {
@@ -701,7 +702,7 @@ impl Engine {
         limits::check_metadata("properties", Some(&properties))?;
         let trust = origin(who, req.trust_origin)?;
         let partition = scope.partition();
-        let _k = self.knowledge_lock.lock().await;
+        let _k = self.serial(crate::engine::Section::Knowledge).await?;
         let source = self.resolve_entity(&partition, &req.source_id).await?;
         let target = self.resolve_entity(&partition, &req.target_id).await?;
         let mut r = relationship(
@@ -868,7 +869,7 @@ impl Engine {
         check_text("context", req.context.as_deref())?;
         let partition = scope.partition();
         let id = ids::preference_id(&partition, &req.category, &req.preference);
-        let _k = self.knowledge_lock.lock().await;
+        let _k = self.serial(crate::engine::Section::Knowledge).await?;
         let existing = load_point(
             self,
             &partition,
@@ -1000,7 +1001,7 @@ impl Engine {
         );
         point.doc_id = Some(name.clone());
         point.state = Some(RecordState::Predicate(p.clone()));
-        let _k = self.knowledge_lock.lock().await;
+        let _k = self.serial(crate::engine::Section::Knowledge).await?;
         put(
             self,
             ids::predicate_record_id(&partition, &name),
@@ -1118,7 +1119,7 @@ impl Engine {
             req.valid_from,
         )
         .to_string();
-        let _k = self.knowledge_lock.lock().await;
+        let _k = self.serial(crate::engine::Section::Knowledge).await?;
         let now = now();
         let existing = load_point(self, &partition, PointKind::Fact, &id, false).await?;
         let mut fact = Fact {

@@ -39,6 +39,6 @@ pub mod turns;
 
 pub use auth::{authorize, Auth, Principal};
 pub use cairn_models::grant::Operation;
-pub use engine::{Engine, EngineOptions, IndexBuild, OPTIMIZE_AFTER_CHUNKS};
+pub use engine::{Backend, Engine, EngineOptions, IndexBuild, OPTIMIZE_AFTER_CHUNKS};
 pub use error::ServiceError;
 pub use ops::BatchOutcome;

@@ -98,7 +98,7 @@ impl Engine {
         // A keyed start reads before it writes: two starts of one key must not both write
         // (the second, with another task, would silently replace the first).
         let _k = match &req.trace_key {
-            Some(_) => Some(self.knowledge_lock.lock().await),
+            Some(_) => Some(self.serial(crate::engine::Section::Knowledge).await?),
             None => None,
         };
         let id = match &req.trace_key {
@@ -163,7 +163,7 @@ impl Engine {
         check_text("action", req.action.as_deref())?;
         check_text("observation", req.observation.as_deref())?;
         let partition = scope.partition();
-        let _k = self.knowledge_lock.lock().await;
+        let _k = self.serial(crate::engine::Section::Knowledge).await?;
         let (trace_point, trace) = self.load_trace(&partition, trace_id).await?;
         let existing: Vec<Step> = scan(
             self,
@@ -247,7 +247,7 @@ impl Engine {
         }
         check_text("error", req.error.as_deref())?;
         let partition = scope.partition();
-        let _k = self.knowledge_lock.lock().await;
+        let _k = self.serial(crate::engine::Section::Knowledge).await?;
         let step_hit = load_point(self, &partition, PointKind::Step, step_id, false)
             .await?
             .ok_or_else(|| ServiceError::NotFound(format!("no step {step_id} in this scope")))?;
@@ -339,7 +339,7 @@ impl Engine {
         admit_write(who, &mut scope, Operation::WriteTraces)?;
         check_text("outcome", req.outcome.as_deref())?;
         let partition = scope.partition();
-        let _k = self.knowledge_lock.lock().await;
+        let _k = self.serial(crate::engine::Section::Knowledge).await?;
         let (point, mut t) = self.load_trace(&partition, trace_id).await?;
         if t.completed_at.is_some() {
             if t.outcome == req.outcome && t.success == req.success {

@@ -163,7 +163,7 @@ pub(crate) async fn complete(
 
     let partition = req.scope.partition();
     let record_id = turn_record_id(&req.scope, turn_id);
-    let _serial = engine.turn_lock.lock().await;
+    let _serial = engine.serial(crate::engine::Section::Turns).await?;
     if let Some(existing) = engine
         .store
         .retrieve(&partition, &[record_id], false)

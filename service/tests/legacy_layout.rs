@@ -158,6 +158,7 @@ async fn a_data_directory_of_the_old_layout_opens_and_behaves_the_same() {
                     id: memory_point_id(&partition, cand_id),
                     dense,
                     bm25_text: Some(text),
+                    sparse: None,
                     payload: memory,
                 },
             ])

@@ -289,7 +289,12 @@ fn apply_op(shard: &EdgeShard, bm25: &EdgeBm25, op: Op) -> Result<()> {
                 if let Some(d) = p.dense {
                     named.push((DENSE.to_string(), d.into()));
                 }
-                if let Some(text) = &p.bm25_text {
+                if let Some(v) = p.sparse {
+                    let v = qdrant_edge::SparseVector::new(v.indices, v.values).map_err(|e| {
+                        StoreError::Invalid(format!("sparse vector of point {}: {e}", p.id))
+                    })?;
+                    named.push((BM25.to_string(), v.into()));
+                } else if let Some(text) = &p.bm25_text {
                     named.push((BM25.to_string(), bm25.embed_document(text).into()));
                 }
                 let payload = serde_json::to_value(&p.payload).map_err(engine)?;
@@ -417,6 +422,30 @@ fn point_uuid(id: &PointId) -> Result<Uuid> {
     }
 }
 
+/// The dense and sparse vectors of a point read with both.
+fn vectors_of(
+    vectors: Option<VectorStructInternal>,
+) -> (Option<Vec<f32>>, Option<crate::SparseVector>) {
+    match vectors {
+        Some(VectorStructInternal::Named(mut named)) => {
+            let dense = match named.remove(DENSE) {
+                Some(VectorInternal::Dense(v)) => Some(v),
+                _ => None,
+            };
+            let sparse = match named.remove(BM25) {
+                Some(VectorInternal::Sparse(v)) => Some(crate::SparseVector {
+                    indices: v.indices,
+                    values: v.values,
+                }),
+                _ => None,
+            };
+            (dense, sparse)
+        }
+        Some(VectorStructInternal::Single(v)) => (Some(v), None),
+        _ => (None, None),
+    }
+}
+
 fn dense_of(vectors: Option<VectorStructInternal>) -> Option<Vec<f32>> {
     match vectors? {
         VectorStructInternal::Named(mut named) => match named.remove(DENSE)? {
@@ -473,6 +502,7 @@ impl MemoryStore for EdgeStore {
                     id: p.id,
                     dense: p.dense,
                     bm25_text: p.bm25_text,
+                    sparse: p.sparse,
                     payload: p.payload,
                 })
                 .collect(),
@@ -711,5 +741,51 @@ impl MemoryStore for EdgeStore {
         tokio::task::spawn_blocking(move || checkpoint(&shard, &gate, &journal))
             .await
             .map_err(|e| StoreError::Engine(format!("storage task failed: {e}")))?
+    }
+
+    fn backend(&self) -> crate::BackendInfo {
+        crate::BackendInfo {
+            kind: "embedded",
+            location: self.path.display().to_string(),
+            collection: None,
+        }
+    }
+
+    async fn export(
+        &self,
+        offset: Option<Uuid>,
+        limit: usize,
+    ) -> Result<(Vec<UpsertPoint>, Option<Uuid>)> {
+        self.read(move |shard, _| {
+            let (records, next) = shard
+                .scroll(ScrollRequest {
+                    offset: offset.map(PointId::Uuid),
+                    limit: Some(limit.max(1)),
+                    filter: None,
+                    with_payload: Some(WithPayloadInterface::Bool(true)),
+                    with_vector: WithVector::Selector(vec![DENSE.to_string(), BM25.to_string()]),
+                    order_by: None,
+                })
+                .map_err(engine)?;
+            let points = records
+                .into_iter()
+                .map(|r| {
+                    let (dense, sparse) = vectors_of(r.vector);
+                    Ok(UpsertPoint {
+                        id: point_uuid(&r.id)?,
+                        dense,
+                        bm25_text: None,
+                        sparse,
+                        payload: decode_payload(&r.id, r.payload)?,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let next = match next {
+                Some(id) => Some(point_uuid(&id)?),
+                None => None,
+            };
+            Ok((points, next))
+        })
+        .await
     }
 }

@@ -94,6 +94,10 @@ pub(crate) struct JPoint {
     pub dense: Option<Vec<f32>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bm25_text: Option<String>,
+    /// A copied sparse vector (takes precedence over `bm25_text`); absent in records
+    /// written before copies existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sparse: Option<crate::SparseVector>,
     pub payload: StoredPoint,
 }
 
@@ -287,6 +291,7 @@ mod tests {
         Op::Upsert {
             points: vec![JPoint {
                 id: Uuid::from_u128(i),
+                sparse: None,
                 dense: Some(vec![0.25, -1.5e-7, 3.0]),
                 bm25_text: Some("bm25".into()),
                 payload: p,

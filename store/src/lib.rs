@@ -12,21 +12,30 @@
 //! Invariant: every read takes a [`Partition`] and is filtered by tenant, user and namespace
 //! inside the store; there is no unscoped read in this API.
 //!
-//! Implementations: [`EdgeStore`] (the embedded engine Cairn runs on) and [`InMemoryStore`]
-//! (a plain-Rust reference of the same contract, for tests and for reading what the contract
-//! means). [`conformance`] is the suite every implementation must pass, so a new backend (a
-//! Qdrant server adapter) proves itself against the same cases instead of new ad-hoc tests.
+//! Implementations: [`EdgeStore`] (the embedded engine Cairn runs on by default),
+//! [`QdrantStore`] (a Qdrant server or cluster over gRPC, `qdrant-client`) and
+//! [`InMemoryStore`] (a plain-Rust reference of the same contract, for tests and for reading
+//! what the contract means). [`conformance`] is the suite every implementation must pass, so
+//! each backend proves itself against the same cases instead of new ad-hoc tests.
+//!
+//! Several processes: the embedded store belongs to one process (its data directory), so
+//! in-process locks serialize everything. A server store may be shared by several Cairn
+//! replicas; [`MemoryStore::lock`] gives the service a store-wide mutual exclusion that
+//! holds across them (a lease point in the collection, see [`QdrantStore`]), and
+//! [`MemoryStore::shared`] tells caches that another process may have written.
 
 pub mod conformance;
 mod edge;
 mod filter;
 pub mod journal;
 mod memory;
+mod server;
 
 pub use edge::{EdgeStore, StoreConfig, JOURNAL_FILE};
 pub use filter::{Cond, Filter, Value};
 pub use journal::SyncPolicy;
 pub use memory::InMemoryStore;
+pub use server::{QdrantStore, ServerConfig};
 
 use cairn_models::{ErrorKind, Partition, StoredPoint};
 use uuid::Uuid;
@@ -71,13 +80,62 @@ impl StoreError {
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// A point to write. `dense` is absent for non-searchable records (document registry,
-/// turn receipts); `bm25_text` is the text the sparse vector is computed from.
+/// turn receipts); `bm25_text` is the text the sparse vector is computed from, unless
+/// `sparse` gives the vector itself (a copy between stores, [`MemoryStore::export`]).
 #[derive(Debug, Clone)]
 pub struct UpsertPoint {
     pub id: Uuid,
     pub dense: Option<Vec<f32>>,
     pub bm25_text: Option<String>,
+    /// The BM25 sparse vector as stored (term frequencies; the IDF is applied at query time
+    /// from the collection's statistics). Takes precedence over `bm25_text`.
+    pub sparse: Option<SparseVector>,
     pub payload: StoredPoint,
+}
+
+/// A sparse vector: sorted unique term ids and their weights.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SparseVector {
+    pub indices: Vec<u32>,
+    pub values: Vec<f32>,
+}
+
+/// Which engine a store runs on (`/readyz`, `cairn stats`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BackendInfo {
+    /// `embedded`, `qdrant` or `memory`.
+    pub kind: &'static str,
+    /// The data directory or the server URL (without credentials).
+    pub location: String,
+    /// The server collection.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collection: Option<String>,
+}
+
+/// A held store-wide lock ([`MemoryStore::lock`]); released when dropped.
+#[must_use = "the lock is released when this is dropped"]
+pub struct StoreLock {
+    _held: Option<Box<dyn Send + Sync>>,
+}
+
+impl StoreLock {
+    /// A lock with nothing to release: the store is not shared between processes, so the
+    /// caller's in-process mutex is the whole exclusion.
+    pub fn local() -> Self {
+        StoreLock { _held: None }
+    }
+
+    pub(crate) fn held(guard: Box<dyn Send + Sync>) -> Self {
+        StoreLock { _held: Some(guard) }
+    }
+}
+
+impl std::fmt::Debug for StoreLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreLock")
+            .field("shared", &self._held.is_some())
+            .finish()
+    }
 }
 
 impl UpsertPoint {
@@ -87,6 +145,7 @@ impl UpsertPoint {
             id,
             dense: None,
             bm25_text: None,
+            sparse: None,
             payload,
         }
     }
@@ -191,4 +250,30 @@ pub trait MemoryStore: Send + Sync + std::fmt::Debug {
     async fn optimize(&self) -> Result<bool>;
     /// Flushes everything to disk (a checkpoint: the embedded store empties its journal).
     async fn flush(&self) -> Result<()>;
+    /// Which engine this is and where.
+    fn backend(&self) -> BackendInfo;
+    /// Whether the engine answers now (`/readyz`): a server store asks the server.
+    async fn health(&self) -> Result<()> {
+        Ok(())
+    }
+    /// Whether other processes may write this store too. Caches of what is stored (e.g. the
+    /// next message sequence number) must then be re-read under [`MemoryStore::lock`].
+    fn shared(&self) -> bool {
+        false
+    }
+    /// Takes the store-wide lock `name`, waiting while another holder has it. Callers hold
+    /// their in-process mutex of the same name first, so in one process this never waits on
+    /// itself. A store used by one process only returns [`StoreLock::local`].
+    async fn lock(&self, name: &str) -> Result<StoreLock> {
+        let _ = name;
+        Ok(StoreLock::local())
+    }
+    /// One page of every point in the store, every partition, with its vectors (dense and
+    /// the stored sparse vector), in id order: copying a deployment to another store without
+    /// re-embedding (`cairn migrate`). Administration only.
+    async fn export(
+        &self,
+        offset: Option<Uuid>,
+        limit: usize,
+    ) -> Result<(Vec<UpsertPoint>, Option<Uuid>)>;
 }

@@ -317,12 +317,18 @@ impl MemoryStore for InMemoryStore {
         for p in points {
             let json =
                 serde_json::to_value(&p.payload).map_err(|e| StoreError::Engine(e.to_string()))?;
-            let sparse = match &p.bm25_text {
-                Some(text) => {
+            let sparse = match (&p.sparse, &p.bm25_text) {
+                (Some(v), _) => v
+                    .indices
+                    .iter()
+                    .copied()
+                    .zip(v.values.iter().copied())
+                    .collect(),
+                (None, Some(text)) => {
                     let v = self.bm25.embed_document(text);
                     v.indices.into_iter().zip(v.values).collect()
                 }
-                None => HashMap::new(),
+                (None, None) => HashMap::new(),
             };
             encoded.push((
                 p.id,
@@ -459,5 +465,46 @@ impl MemoryStore for InMemoryStore {
     async fn flush(&self) -> Result<()> {
         // Nothing to persist: the store lives and dies with the process.
         Ok(())
+    }
+
+    fn backend(&self) -> crate::BackendInfo {
+        crate::BackendInfo {
+            kind: "memory",
+            location: "process memory".into(),
+            collection: None,
+        }
+    }
+
+    async fn export(
+        &self,
+        offset: Option<Uuid>,
+        limit: usize,
+    ) -> Result<(Vec<UpsertPoint>, Option<Uuid>)> {
+        let limit = limit.max(1);
+        let map = self.read();
+        let mut page: Vec<UpsertPoint> = map
+            .range(offset.unwrap_or(Uuid::nil())..)
+            .take(limit + 1)
+            .map(|(id, s)| {
+                let mut terms: Vec<(u32, f32)> = s.sparse.iter().map(|(k, v)| (*k, *v)).collect();
+                terms.sort_by_key(|(k, _)| *k);
+                UpsertPoint {
+                    id: *id,
+                    dense: s.dense.clone(),
+                    bm25_text: None,
+                    sparse: (!terms.is_empty()).then(|| crate::SparseVector {
+                        indices: terms.iter().map(|(k, _)| *k).collect(),
+                        values: terms.iter().map(|(_, v)| *v).collect(),
+                    }),
+                    payload: s.point.clone(),
+                }
+            })
+            .collect();
+        let next = if page.len() > limit {
+            page.pop().map(|p| p.id)
+        } else {
+            None
+        };
+        Ok((page, next))
     }
 }

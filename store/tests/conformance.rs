@@ -25,16 +25,35 @@ mod edge {
     );
 }
 
-// Qdrant server backend: none exists yet. When one does (a `qdrant-client` adapter), add
-//
-//     mod qdrant_server {
-//         use super::*;
-//         cairn_store::memory_store_conformance!(open = |dir: &Path| open_server(dir), persistent);
-//     }
-//
-// where `open_server` reads `CAIRN_QDRANT_URL` and creates one fresh collection per
-// directory (named after it) so cases stay independent, and each generated test returns
-// early, saying so, when the variable is unset. Until then no test here talks to a server.
+/// A Qdrant server (`CAIRN_QDRANT_URL`, e.g. `http://127.0.0.1:6334`): one fresh collection
+/// per case directory, so cases stay independent; persistent (a reopen is a new client on
+/// the same collection). Without the variable every case says it did not run.
+mod qdrant_server {
+    use super::*;
+    use cairn_store::{QdrantStore, ServerConfig};
+
+    fn url() -> Option<String> {
+        std::env::var("CAIRN_QDRANT_URL")
+            .ok()
+            .filter(|u| !u.trim().is_empty())
+    }
+
+    fn open_server(dir: &Path) -> QdrantStore {
+        let mut config = ServerConfig::new(url().unwrap(), DIM);
+        let digest = uuid::Uuid::new_v5(
+            &uuid::Uuid::NAMESPACE_URL,
+            dir.as_os_str().as_encoded_bytes(),
+        );
+        config.collection = format!("conformance_{}", digest.simple());
+        QdrantStore::new(config).unwrap()
+    }
+
+    cairn_store::memory_store_conformance!(
+        open = |dir: &Path| open_server(dir),
+        persistent,
+        when = url().is_some()
+    );
+}
 
 /// Differential check: the same writes on the reference and on the embedded store give the
 /// same rankings and (within float noise) the same scores. Ties may order differently (the
@@ -80,6 +99,7 @@ mod differential {
                     id: Uuid::new_v5(&Uuid::NAMESPACE_OID, format!("{}-{i}", s.tenant).as_bytes()),
                     dense: (i % 5 != 4).then_some(dense),
                     bm25_text: (i % 6 != 5).then_some(text),
+                    sparse: None,
                     payload: p,
                 }
             })

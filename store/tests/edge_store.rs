@@ -39,6 +39,7 @@ fn point(s: &Scope, i: usize, text: &str) -> UpsertPoint {
         id: Uuid::new_v5(&Uuid::NAMESPACE_OID, format!("{}-{i}", s.tenant).as_bytes()),
         dense: Some(unit(i)),
         bm25_text: Some(text.to_string()),
+        sparse: None,
         payload: p,
     }
 }

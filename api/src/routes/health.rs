@@ -35,6 +35,14 @@ pub struct Ready {
     pub model: String,
     /// Points in the store.
     pub points: usize,
+    /// The store engine: `embedded` (in-process Qdrant) or `qdrant` (a server or cluster).
+    #[schema(example = "embedded")]
+    pub backend: String,
+    /// The data directory, or the server URL.
+    pub store: String,
+    /// The server collection (`qdrant` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collection: Option<String>,
 }
 
 /// Liveness: the process answers.
@@ -53,11 +61,17 @@ async fn healthz() -> Json<Health> {
         (status = 503, description = "`unavailable`", body = ErrorBody),
     ))]
 async fn readyz(State(state): State<SharedState>) -> Result<Json<Ready>, ApiError> {
+    // A server store is asked first: a server that is down is `503 unavailable`.
+    state.engine.check_store().await?;
     let points = state.engine.count_all().await?;
+    let backend = state.engine.backend();
     Ok(Json(Ready {
         status: "ready".into(),
         model: state.engine.embedder().model_id().to_string(),
         points,
+        backend: backend.kind.to_string(),
+        store: backend.location,
+        collection: backend.collection,
     }))
 }
 
