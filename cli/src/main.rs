@@ -259,6 +259,33 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Copy a whole deployment between stores: a data directory (the embedded store) and a
+    /// Qdrant server, in either direction (or two of either). Every point of every scope is
+    /// copied with its vectors (nothing is re-embedded); re-running is safe (the same points
+    /// are written over themselves). Then the target is verified: its point count equals
+    /// the source's, and a sample of searches returns the same points on both. Progress on
+    /// stderr, the JSON report on stdout.
+    Migrate {
+        /// The source: a data directory, or a Qdrant server gRPC URL (http:// or https://).
+        #[arg(long)]
+        from: String,
+        /// The target: a data directory (created when missing), or a Qdrant server gRPC URL.
+        #[arg(long)]
+        to: String,
+        /// The collection on a server side [default: --qdrant-collection, else cairn];
+        /// `{dir}` becomes a digest of the data-directory side (else of --data-dir).
+        #[arg(long)]
+        collection: Option<String>,
+        /// The source's collection, when it differs from --collection (server to server).
+        #[arg(long)]
+        from_collection: Option<String>,
+        /// The target's collection, when it differs from --collection (server to server).
+        #[arg(long)]
+        to_collection: Option<String>,
+        /// Points per page (one read and one write each).
+        #[arg(long, default_value_t = cairn_service::migrate::DEFAULT_PAGE)]
+        page: usize,
+    },
     /// Benchmarks: figures and ratios, never pass/fail.
     Bench {
         #[command(subcommand)]
@@ -519,6 +546,29 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
             knowledge::forget(&engine, &scope, reference, hard, json).await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Migrate {
+            from,
+            to,
+            collection,
+            from_collection,
+            to_collection,
+            page,
+        } => {
+            migrate(
+                &cli.data_dir,
+                &cli.store,
+                MigrateArgs {
+                    from,
+                    to,
+                    collection,
+                    from_collection,
+                    to_collection,
+                    page,
+                },
+            )
+            .await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::HashKey { key } => {
             println!("{}", cairn_models::ids::sha256_hex(key.as_bytes()));
             Ok(ExitCode::SUCCESS)
@@ -738,6 +788,124 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `cairn migrate`'s arguments.
+#[derive(Debug)]
+struct MigrateArgs {
+    from: String,
+    to: String,
+    collection: Option<String>,
+    from_collection: Option<String>,
+    to_collection: Option<String>,
+    page: usize,
+}
+
+/// `cairn migrate`: opens both stores with the model's dimension, copies with a progress
+/// display, prints the report (JSON) and fails when the verification does.
+async fn migrate(data_dir: &Path, store: &StoreArgs, args: MigrateArgs) -> Result<()> {
+    use cairn_service::migrate::{self, CopyProgress, Side};
+    // `{dir}` in a collection name: the data-directory side, as `cairn --data-dir <it>`
+    // would name its collection; else --data-dir.
+    let dir_of = |arg: &str| (!Side::is_server(arg)).then(|| PathBuf::from(arg));
+    let template_dir = dir_of(&args.from)
+        .or_else(|| dir_of(&args.to))
+        .unwrap_or_else(|| data_dir.to_path_buf());
+    let side = |arg: &str, collection: Option<&String>| -> Result<Side> {
+        if !Side::is_server(arg) {
+            return Ok(Side::Embedded(PathBuf::from(arg)));
+        }
+        let url = arg.trim();
+        // The environment's refinements (shards, replication, consistency), then the flags.
+        let mut config =
+            QdrantConfig::from_env(0, &template_dir)?.unwrap_or_else(|| QdrantConfig::new(url, 0));
+        config.url = url.to_string();
+        if let Some(key) = &store.qdrant_api_key {
+            config.api_key = Some(key.clone());
+        }
+        let name = collection
+            .or(args.collection.as_ref())
+            .or(store.qdrant_collection.as_ref())
+            .map(String::as_str)
+            .unwrap_or("cairn");
+        config.set_collection(name, &template_dir)?;
+        Ok(Side::Server(config))
+    };
+    let from = side(&args.from, args.from_collection.as_ref())?;
+    let to = side(&args.to, args.to_collection.as_ref())?;
+    // The model gives the dense dimension (a new target is created with it, an existing
+    // store is checked against it); nothing is embedded.
+    let dim = tokio::task::spawn_blocking(|| {
+        cairn_embed::Embedder::open(&cairn_embed::EmbedConfig::from_env(), None)
+            .map(|e| e.spec().dim)
+    })
+    .await
+    .context("model start-up task")??;
+    let sync = cairn_store::SyncPolicy::from_env()?;
+    // The source first: a refused source creates no target.
+    let source = migrate::open_source(&from, &to, dim, sync).await?;
+    let target = migrate::open_target(&to, dim, sync).await?;
+    let describe = |b: cairn_store::BackendInfo| {
+        format!(
+            "{} {}{}",
+            b.kind,
+            b.location,
+            b.collection
+                .map(|c| format!(" (collection {c})"))
+                .unwrap_or_default()
+        )
+    };
+    eprintln!(
+        "migrate: {} -> {}",
+        describe(source.backend()),
+        describe(target.backend())
+    );
+
+    let started = Instant::now();
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} points · {msg} · ETA {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    let last_line = std::sync::Mutex::new(Instant::now());
+    let progress = |p: CopyProgress| {
+        let rate = p.copied as f64 / started.elapsed().as_secs_f64().max(1e-3);
+        let msg = format!("{} pages · {rate:.0} points/s", p.pages);
+        if let Some(bar) = &bar {
+            bar.set_length(p.total);
+            bar.set_position(p.copied);
+            bar.set_message(msg);
+        } else if let Ok(mut last) = last_line.lock() {
+            if last.elapsed() >= Duration::from_secs(5) {
+                *last = Instant::now();
+                eprintln!("migrate: {}/{} points · {msg}", p.copied, p.total);
+            }
+        }
+    };
+    let report = migrate::copy(source.as_ref(), target.as_ref(), args.page, &progress).await;
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let report = report?;
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    eprintln!(
+        "migrate: {} points copied in {:.1}s ({} pages); target {} points (source {}); recall sample {}/{} matched{}",
+        report.points_copied,
+        report.elapsed_ms as f64 / 1000.0,
+        report.pages,
+        report.counts.target_after,
+        report.counts.source_after,
+        report.sample.matched,
+        report.sample.total,
+        if report.index_built { "; vector index built" } else { "" },
+    );
+    report.check()?;
+    Ok(())
 }
 
 async fn shutdown_signal() {

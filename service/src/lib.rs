@@ -31,6 +31,7 @@ pub mod forget;
 pub mod grants;
 pub mod knowledge;
 pub mod messages;
+pub mod migrate;
 pub mod ops;
 pub mod reasoning;
 pub mod recall;
