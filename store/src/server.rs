@@ -256,9 +256,32 @@ impl std::fmt::Debug for QdrantStore {
     }
 }
 
+/// Whether a status is the client failing to reach the server at all. qdrant-client 1.19
+/// reports a refused connection as `internal` ("Failed to connect to ..."), and a connection
+/// cut mid-request surfaces as a transport error; both mean "unavailable", not a bug.
+fn unreachable(status: &tonic::Status) -> bool {
+    matches!(status.code(), Code::Internal | Code::Unknown)
+        && [
+            "Failed to connect to",
+            "transport error",
+            "connection reset",
+            "broken pipe",
+        ]
+        .iter()
+        .any(|m| {
+            status
+                .message()
+                .to_ascii_lowercase()
+                .contains(&m.to_ascii_lowercase())
+        })
+}
+
 fn classify(what: &str, e: QdrantError) -> StoreError {
     let message = format!("qdrant {what}: {e}");
     match &e {
+        QdrantError::ResponseError { status } if unreachable(status) => {
+            StoreError::Unavailable(message)
+        }
         QdrantError::ResponseError { status } => match status.code() {
             Code::Unavailable
             | Code::DeadlineExceeded
@@ -281,6 +304,7 @@ fn classify(what: &str, e: QdrantError) -> StoreError {
 
 fn transient(e: &QdrantError) -> bool {
     match e {
+        QdrantError::ResponseError { status } if unreachable(status) => true,
         QdrantError::ResponseError { status } => matches!(
             status.code(),
             Code::Unavailable
@@ -1250,6 +1274,29 @@ mod tests {
         assert!(a.starts_with("t_") && a.len() == 18, "{a}");
         assert_eq!(collection_name("cairn", Path::new("/x")).unwrap(), "cairn");
         assert!(collection_name("bad name", Path::new("/x")).is_err());
+    }
+
+    #[test]
+    fn an_unreachable_server_is_unavailable_and_retried() {
+        let refused = QdrantError::ResponseError {
+            status: tonic::Status::internal(
+                "Failed to connect to http://127.0.0.1:6401/: tonic::transport::Error(Transport, ConnectError)",
+            ),
+        };
+        assert!(transient(&refused));
+        assert!(matches!(
+            classify("query", refused),
+            StoreError::Unavailable(_)
+        ));
+        let bug = QdrantError::ResponseError {
+            status: tonic::Status::internal("Service internal error: something broke"),
+        };
+        assert!(!transient(&bug));
+        assert!(matches!(classify("query", bug), StoreError::Engine(_)));
+        let invalid = QdrantError::ResponseError {
+            status: tonic::Status::invalid_argument("Wrong input: bad vector"),
+        };
+        assert!(matches!(classify("query", invalid), StoreError::Invalid(_)));
     }
 
     #[test]
