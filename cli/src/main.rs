@@ -70,6 +70,20 @@ struct StoreArgs {
 }
 
 impl StoreArgs {
+    /// Sets `CAIRN_QDRANT_URL`, `CAIRN_QDRANT_API_KEY` and `CAIRN_QDRANT_COLLECTION` from the
+    /// flags (clap already read the variables into them). Call while single-threaded.
+    fn export_env(&self) {
+        for (name, value) in [
+            ("CAIRN_QDRANT_URL", &self.qdrant_url),
+            ("CAIRN_QDRANT_API_KEY", &self.qdrant_api_key),
+            ("CAIRN_QDRANT_COLLECTION", &self.qdrant_collection),
+        ] {
+            if let Some(v) = value {
+                std::env::set_var(name, v);
+            }
+        }
+    }
+
     fn backend(&self, data_dir: &Path) -> Result<Backend> {
         let Some(url) = self.qdrant_url.as_deref().filter(|u| !u.trim().is_empty()) else {
             return Ok(Backend::Embedded);
@@ -317,6 +331,10 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    // The store flags are aliases of their variables. Written back here, before any thread
+    // exists, so every part of the process that reads the environment (evaluation
+    // workspaces, benchmarks, the TCK bridge) uses the store the flags name.
+    cli.store.export_env();
     if let Command::ExtractWorker { args } = &cli.command {
         // Before the async runtime: the worker needs no threads, and it caps its own
         // address space.
