@@ -889,7 +889,11 @@ impl MemoryStore for QdrantStore {
             .map(|p| self.point_struct(p))
             .collect::<Result<Vec<_>>>()?;
         self.ensure().await?;
-        self.upsert_raw(structs).await
+        self.upsert_raw(structs).await?;
+        // The crash sweep's point "acknowledged by the store, not yet by Cairn" (the
+        // embedded store's `store.after_sync`), so the same sweep runs on a server.
+        cairn_models::failpoint("store.after_sync");
+        Ok(())
     }
 
     async fn delete_ids(&self, partition: &Partition, ids: Vec<Uuid>) -> Result<()> {
@@ -902,13 +906,17 @@ impl MemoryStore for QdrantStore {
         filter
             .must
             .push(Condition::has_id(ids.into_iter().map(point_id)));
-        self.delete_filter(filter).await
+        self.delete_filter(filter).await?;
+        cairn_models::failpoint("store.after_sync");
+        Ok(())
     }
 
     async fn delete_where(&self, partition: &Partition, filter: Filter) -> Result<()> {
         let filter = to_filter(&filter, partition)?;
         self.ensure().await?;
-        self.delete_filter(filter).await
+        self.delete_filter(filter).await?;
+        cairn_models::failpoint("store.after_sync");
+        Ok(())
     }
 
     async fn search(&self, partition: &Partition, request: SearchRequest) -> Result<Vec<Hit>> {
