@@ -13,7 +13,6 @@ use cairn_ingest::{parse_messages, DocStatus, DocumentInput, Progress};
 use cairn_models::pack::TurnMode;
 use cairn_models::Scope;
 use cairn_service::turns::PrepareRequest;
-use cairn_service::Backend;
 use cairn_service::{Auth, Engine, Principal};
 use cairn_store::ServerConfig as QdrantConfig;
 use clap::{Args, Parser, Subcommand};
@@ -83,27 +82,7 @@ impl StoreArgs {
             }
         }
     }
-
-    fn backend(&self, data_dir: &Path) -> Result<Backend> {
-        let Some(url) = self.qdrant_url.as_deref().filter(|u| !u.trim().is_empty()) else {
-            return Ok(Backend::Embedded);
-        };
-        // The environment's refinements (shards, replication, consistency), then the flags.
-        let mut config = QdrantConfig::from_env(0, data_dir)?
-            .unwrap_or_else(|| QdrantConfig::new(url.trim(), 0));
-        config.url = url.trim().to_string();
-        if let Some(key) = &self.qdrant_api_key {
-            config.api_key = Some(key.clone());
-        }
-        if let Some(name) = &self.qdrant_collection {
-            config.set_collection(name, data_dir)?;
-        }
-        Ok(Backend::Server(config))
-    }
 }
-
-/// The store every command opens, from the global flags (set once, before any command runs).
-static STORE: std::sync::OnceLock<StoreArgs> = std::sync::OnceLock::new();
 
 /// The identity scope. Tenant, user and namespace are the storage boundary; agent and
 /// session are recorded as provenance.
@@ -376,11 +355,8 @@ fn isolate_extraction() -> Result<()> {
 
 pub(crate) async fn open_engine(data_dir: &Path) -> Result<Arc<Engine>> {
     let dir = data_dir.to_path_buf();
-    let backend = match STORE.get() {
-        Some(args) => args.backend(&dir)?,
-        None => Backend::FromEnv,
-    };
-    let engine = tokio::task::spawn_blocking(move || Engine::open_on(&dir, backend))
+    // The store flags are in the environment by now (`StoreArgs::export_env`).
+    let engine = tokio::task::spawn_blocking(move || Engine::open(&dir))
         .await
         .context("engine start-up task")??;
     Ok(Arc::new(engine))
@@ -506,7 +482,6 @@ async fn grants(engine: &Engine, scope: &Scope, action: GrantsCommand) -> Result
 
 async fn run(cli: Cli) -> Result<std::process::ExitCode> {
     use std::process::ExitCode;
-    let _ = STORE.set(cli.store.clone());
     match cli.command {
         Command::Bench { which } => bench::run(which).await,
         Command::Eval { which } => cli_eval::run(which).await,

@@ -33,6 +33,7 @@ use qdrant_edge::{
 use uuid::Uuid;
 
 use crate::journal::{self, JPoint, Journal, Op, SyncPolicy};
+use crate::{in_partition, INTEGER_FIELDS, KEYWORD_FIELDS};
 use crate::{
     Cond, Filter, Hit, MemoryStore, Result, SearchMode, SearchRequest, StoreError, UpsertPoint,
     Value, BM25, DENSE,
@@ -66,25 +67,6 @@ impl StoreConfig {
 
 /// The journal's file name inside the data directory.
 pub const JOURNAL_FILE: &str = "journal.log";
-
-/// Keyword payload fields with an index. `tenant` is marked `is_tenant` so a server lays
-/// out storage per tenant.
-const KEYWORD_FIELDS: &[&str] = &[
-    "tenant",
-    "user",
-    "namespace",
-    "agent",
-    "session",
-    "kind",
-    "doc_id",
-    "source",
-    "conversation_id",
-    "turn_id",
-    "trust",
-    "role",
-    "keys",
-];
-const INTEGER_FIELDS: &[&str] = &["ts", "seq", "chunk_index"];
 
 /// The embedded Qdrant store.
 pub struct EdgeStore {
@@ -447,20 +429,7 @@ fn vectors_of(
 }
 
 fn dense_of(vectors: Option<VectorStructInternal>) -> Option<Vec<f32>> {
-    match vectors? {
-        VectorStructInternal::Named(mut named) => match named.remove(DENSE)? {
-            VectorInternal::Dense(v) => Some(v),
-            _ => None,
-        },
-        VectorStructInternal::Single(v) => Some(v),
-        VectorStructInternal::MultiDense(_) => None,
-    }
-}
-
-fn in_partition(point: &StoredPoint, partition: &Partition) -> bool {
-    point.tenant == partition.tenant
-        && point.user == partition.user
-        && point.namespace == partition.namespace
+    vectors_of(vectors).0
 }
 
 fn with_vector(want: bool) -> WithVector {

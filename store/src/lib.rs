@@ -45,6 +45,33 @@ use uuid::Uuid;
 /// server's response budget.
 pub const SCROLL_PAGE: usize = 256;
 
+/// Keyword payload fields with an index, on every backend. `tenant` is marked `is_tenant`
+/// so a server lays out storage per tenant.
+pub(crate) const KEYWORD_FIELDS: &[&str] = &[
+    "tenant",
+    "user",
+    "namespace",
+    "agent",
+    "session",
+    "kind",
+    "doc_id",
+    "source",
+    "conversation_id",
+    "turn_id",
+    "trust",
+    "role",
+    "keys",
+];
+/// Integer payload fields with an index.
+pub(crate) const INTEGER_FIELDS: &[&str] = &["ts", "seq", "chunk_index"];
+
+/// Whether `point` lies in `partition` (for reads by id, which no filter scopes).
+pub(crate) fn in_partition(point: &StoredPoint, partition: &Partition) -> bool {
+    point.tenant == partition.tenant
+        && point.user == partition.user
+        && point.namespace == partition.namespace
+}
+
 /// Name of the dense vector.
 pub const DENSE: &str = "dense";
 /// Name of the sparse BM25 vector.

@@ -44,6 +44,7 @@ use qdrant_edge::bm25_embed::EdgeBm25;
 use qdrant_edge::JsonPath;
 use uuid::Uuid;
 
+use crate::in_partition;
 use crate::{
     Cond, Filter, Hit, MemoryStore, Result, SearchMode, SearchRequest, StoreError, UpsertPoint,
     Value,
@@ -179,12 +180,6 @@ fn cond_holds(json: &serde_json::Value, cond: &Cond) -> bool {
 /// `filter` ANDed with the partition (the same [`Filter::scoped`] `EdgeStore` translates).
 fn matches(stored: &Stored, scoped: &Filter) -> bool {
     scoped.must.iter().all(|c| cond_holds(&stored.json, c))
-}
-
-fn in_partition(point: &StoredPoint, partition: &Partition) -> bool {
-    point.tenant == partition.tenant
-        && point.user == partition.user
-        && point.namespace == partition.namespace
 }
 
 /// Qdrant's cosine preprocessing: a vector of zero or unit length is kept as is.

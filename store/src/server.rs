@@ -52,6 +52,7 @@ use qdrant_edge::bm25_embed::EdgeBm25;
 use tonic::Code;
 use uuid::Uuid;
 
+use crate::{in_partition, INTEGER_FIELDS, KEYWORD_FIELDS};
 use crate::{
     BackendInfo, Cond, Filter, Hit, MemoryStore, Result, SearchMode, SearchRequest, SparseVector,
     StoreError, StoreLock, UpsertPoint, Value, BM25, DENSE,
@@ -70,24 +71,6 @@ const UPSERT_BATCH: usize = 256;
 
 /// Delays between attempts of a call that failed transiently (about 6 s in all).
 const RETRY_DELAYS_MS: &[u64] = &[50, 100, 200, 400, 800, 1600, 3000];
-
-/// Keyword payload fields with an index (the embedded store's list).
-const KEYWORD_FIELDS: &[&str] = &[
-    "tenant",
-    "user",
-    "namespace",
-    "agent",
-    "session",
-    "kind",
-    "doc_id",
-    "source",
-    "conversation_id",
-    "turn_id",
-    "trust",
-    "role",
-    "keys",
-];
-const INTEGER_FIELDS: &[&str] = &["ts", "seq", "chunk_index"];
 
 /// Read consistency of a replicated collection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -454,12 +437,6 @@ fn not_locks() -> q::Filter {
         must_not: vec![Condition::matches("tenant", LOCK_TENANT.to_string())],
         ..Default::default()
     }
-}
-
-fn in_partition(point: &StoredPoint, partition: &Partition) -> bool {
-    point.tenant == partition.tenant
-        && point.user == partition.user
-        && point.namespace == partition.namespace
 }
 
 fn now_ms() -> i64 {
