@@ -35,12 +35,14 @@ struct Server {
     agent: ureq::Agent,
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// The address `cairn serve --addr 127.0.0.1:0` bound, read from the "listening on" line
+/// of its stderr log; `None` until it is there. The OS picks the port: picking a "free"
+/// one here and passing it on races every other test starting a server meanwhile (two
+/// tests once talked to one server that way).
+fn bound_addr(log: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let rest = text.split("listening on http://").nth(1)?;
+    Some(rest.split_whitespace().next()?.to_string())
 }
 
 fn agent() -> ureq::Agent {
@@ -53,12 +55,11 @@ fn agent() -> ureq::Agent {
 
 impl Server {
     fn start(data: &Path, failpoints: Option<&str>) -> Server {
-        let port = free_port();
         let log = data.with_extension("stderr.log");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn"));
         cmd.arg("--data-dir")
             .arg(data)
-            .args(["serve", "--addr", &format!("127.0.0.1:{port}")])
+            .args(["serve", "--addr", "127.0.0.1:0"])
             .env("CAIRN_LOG", "error")
             .env_remove("CAIRN_FAILPOINTS")
             .stdout(Stdio::null())
@@ -67,19 +68,21 @@ impl Server {
             cmd.env("CAIRN_FAILPOINTS", f);
         }
         let mut child = cmd.spawn().unwrap();
-        let base = format!("http://127.0.0.1:{port}");
         let agent = agent();
         let started = Instant::now();
-        loop {
+        let base = loop {
             if let Some(status) = child.try_wait().unwrap() {
                 panic!(
                     "cairn serve exited at start ({status}): {}",
                     std::fs::read_to_string(&log).unwrap_or_default()
                 );
             }
-            if let Ok(r) = agent.get(&format!("{base}/readyz")).call() {
-                if r.status() == 200 {
-                    break;
+            if let Some(addr) = bound_addr(&log) {
+                let base = format!("http://{addr}");
+                if let Ok(r) = agent.get(&format!("{base}/readyz")).call() {
+                    if r.status() == 200 {
+                        break base;
+                    }
                 }
             }
             assert!(
@@ -87,7 +90,7 @@ impl Server {
                 "server not ready"
             );
             std::thread::sleep(Duration::from_millis(50));
-        }
+        };
         Server { child, base, agent }
     }
 

@@ -38,12 +38,14 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// The address `cairn serve --addr 127.0.0.1:0` bound, read from the "listening on" line
+/// of its stderr log; `None` until it is there. The OS picks the port: picking a "free"
+/// one here and passing it on races every other test starting a server meanwhile (two
+/// tests once talked to one server that way).
+fn bound_addr(log: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let rest = text.split("listening on http://").nth(1)?;
+    Some(rest.split_whitespace().next()?.to_string())
 }
 
 fn agent() -> ureq::Agent {
@@ -55,12 +57,11 @@ fn agent() -> ureq::Agent {
 }
 
 fn start(data: &Path, url: &str, collection: &str) -> Server {
-    let port = free_port();
     let log = data.with_extension("stderr.log");
     let child = Command::new(env!("CARGO_BIN_EXE_cairn"))
         .arg("--data-dir")
         .arg(data)
-        .args(["serve", "--addr", &format!("127.0.0.1:{port}")])
+        .args(["serve", "--addr", "127.0.0.1:0"])
         .args(["--qdrant-url", url, "--qdrant-collection", collection])
         .env("CAIRN_LOG", "warn")
         .stdout(Stdio::null())
@@ -69,7 +70,7 @@ fn start(data: &Path, url: &str, collection: &str) -> Server {
         .unwrap();
     let mut server = Server {
         child,
-        base: format!("http://127.0.0.1:{port}"),
+        base: String::new(),
     };
     let started = Instant::now();
     loop {
@@ -79,15 +80,17 @@ fn start(data: &Path, url: &str, collection: &str) -> Server {
                 std::fs::read_to_string(&log).unwrap_or_default()
             );
         }
-        if let Ok((200, ready)) = send(&server.base, "GET", "/readyz", None) {
-            assert_eq!(ready["backend"], "qdrant", "{ready}");
-            assert_eq!(ready["collection"], collection, "{ready}");
-            break;
+        if let Some(addr) = bound_addr(&log) {
+            server.base = format!("http://{addr}");
+            if let Ok((200, ready)) = send(&server.base, "GET", "/readyz", None) {
+                assert_eq!(ready["backend"], "qdrant", "{ready}");
+                assert_eq!(ready["collection"], collection, "{ready}");
+                break;
+            }
         }
         assert!(started.elapsed() < Duration::from_secs(120), "not ready");
         std::thread::sleep(Duration::from_millis(50));
     }
-    server.base = format!("http://127.0.0.1:{port}");
     server
 }
 
