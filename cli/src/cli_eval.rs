@@ -89,13 +89,22 @@ pub enum EvalCommand {
     },
 }
 
-/// RRF parameters of the hybrid modes (defaults: the recall defaults).
+/// Fusion parameters of the hybrid modes (defaults: the recall defaults).
 #[derive(Debug, Args)]
 pub struct FusionArgs {
+    /// The recall path's dense share for short items (`hybrid`).
+    #[arg(long)]
+    dense_short: Option<f32>,
+    /// The recall path's dense share for long items (`hybrid`).
+    #[arg(long)]
+    dense_long: Option<f32>,
+    /// RRF k of Qdrant's own fusion (`hybrid-qdrant`).
     #[arg(long)]
     rrf_k: Option<f32>,
+    /// Dense weight of Qdrant's own fusion (`hybrid-qdrant`).
     #[arg(long)]
     dense_weight: Option<f32>,
+    /// Sparse weight of Qdrant's own fusion (`hybrid-qdrant`).
     #[arg(long)]
     sparse_weight: Option<f32>,
     /// Most query identifiers probed lexically by the `hybrid` mode (0: none).
@@ -110,6 +119,8 @@ impl FusionArgs {
     fn fusion(&self) -> Fusion {
         let d = Fusion::default();
         Fusion {
+            dense_short: self.dense_short.unwrap_or(d.dense_short),
+            dense_long: self.dense_long.unwrap_or(d.dense_long),
             rrf_k: self.rrf_k.unwrap_or(d.rrf_k),
             dense_weight: self.dense_weight.unwrap_or(d.dense_weight),
             sparse_weight: self.sparse_weight.unwrap_or(d.sparse_weight),
@@ -172,6 +183,10 @@ pub struct OutArgs {
     /// Persistent embedding cache (default: .cache/eval-embed-cache beside the model).
     #[arg(long, env = "CAIRN_EVAL_CACHE")]
     cache_dir: Option<PathBuf>,
+    /// Also write every query's dense and BM25 lists with their scores to this file (JSON
+    /// lines): the input of offline fusion and answerability analysis.
+    #[arg(long)]
+    dump_legs: Option<PathBuf>,
 }
 
 fn cache_dir(out: &OutArgs) -> PathBuf {
@@ -270,6 +285,7 @@ pub async fn run(which: EvalCommand) -> Result<ExitCode> {
             opts.probes = packs.probes.clone();
             opts.probe_limit = packs.probe_limit;
             opts.holdout = holdout;
+            opts.dump_legs = out.dump_legs.clone();
             let env = EvalEnv::open(Some(cache_dir(&out))).await?;
             let report = cairn_eval::beir::run(&env, &opts, &observer()).await?;
             let written = match &out.out {
@@ -302,6 +318,7 @@ pub async fn run(which: EvalCommand) -> Result<ExitCode> {
             opts.budgets = packs.budgets()?;
             opts.probes = packs.probes.clone();
             opts.probe_limit = packs.probe_limit;
+            opts.dump_legs = out.dump_legs.clone();
             let env = EvalEnv::open(Some(cache_dir(&out))).await?;
             let report = cairn_eval::locomo::run(&env, &opts, &observer()).await?;
             let written = match &out.out {

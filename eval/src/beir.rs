@@ -108,18 +108,18 @@ pub fn select(
     }
 }
 
-/// The fusion grid of `--sweep`.
+/// The fusion grid of `--sweep`: the recall path's dense shares, with and without
+/// identifier probes.
 pub fn sweep_grid() -> Vec<Fusion> {
     let mut out = Vec::new();
     for identifiers in [Fusion::default().identifiers, 0] {
-        for k in [10.0, 30.0, 60.0, 100.0] {
-            for sw in [0.5, 0.75, 1.0, 1.5] {
+        for dense_short in [0.2, 0.3, 0.4] {
+            for dense_long in [0.5, 0.6, 0.7] {
                 out.push(Fusion {
-                    rrf_k: k,
-                    dense_weight: 1.0,
-                    sparse_weight: sw,
+                    dense_short,
+                    dense_long,
                     identifiers,
-                    identifier_weight: Fusion::default().identifier_weight,
+                    ..Fusion::default()
                 });
             }
         }
@@ -213,6 +213,9 @@ pub async fn run(env: &EvalEnv, opts: &BeirOptions, observer: &Observer) -> Resu
         DocMode::Chunked => 300,
     };
     let retriever = Retriever::new(&ws, scope.clone(), PointKind::Chunk, depth, opts.fusion);
+    if let Some(path) = &opts.dump_legs {
+        retriever.dump_legs(&sel.queries, &doc_of, path).await?;
+    }
     let mut modes = Vec::new();
     for mode in &opts.modes {
         let scores = retriever
@@ -238,7 +241,11 @@ pub async fn run(env: &EvalEnv, opts: &BeirOptions, observer: &Observer) -> Resu
     let packs = if opts.budgets.is_empty() {
         None
     } else {
-        Some(pack_eval(&ws, &scope, &sel, &doc_ids, opts, observer).await?)
+        let packs = pack_eval(&ws, &scope, &sel, &doc_ids, opts, observer).await?;
+        if let Some(path) = &opts.dump_legs {
+            crate::packs::dump_packs(&packs.calibration.sets, &path.with_extension("packs.jsonl"))?;
+        }
+        Some(packs)
     };
 
     Ok(BeirReport {

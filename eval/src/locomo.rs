@@ -42,6 +42,8 @@ pub struct LocomoOptions {
     /// Foreign unanswerable probes (a BEIR `queries.jsonl`).
     pub probes: Option<PathBuf>,
     pub probe_limit: usize,
+    /// Write every query's leg lists here (JSON lines, see `Retriever::dump_legs`).
+    pub dump_legs: Option<PathBuf>,
 }
 
 impl LocomoOptions {
@@ -55,6 +57,7 @@ impl LocomoOptions {
             budgets: crate::packs::DEFAULT_BUDGETS.to_vec(),
             probes: None,
             probe_limit: 200,
+            dump_legs: None,
         }
     }
 }
@@ -132,6 +135,9 @@ pub async fn run(env: &EvalEnv, opts: &LocomoOptions, observer: &Observer) -> Re
     }
 
     let retriever = Retriever::new(&ws, scope.clone(), PointKind::Message, 100, opts.fusion);
+    if let Some(path) = &opts.dump_legs {
+        retriever.dump_legs(&queries, &dia_of, path).await?;
+    }
     let mut modes = Vec::new();
     for mode in &opts.modes {
         let scores = retriever
@@ -143,7 +149,11 @@ pub async fn run(env: &EvalEnv, opts: &LocomoOptions, observer: &Observer) -> Re
     let packs = if opts.budgets.is_empty() {
         None
     } else {
-        Some(pack_eval(&ws, &scope, &samples, &queries, opts, observer).await?)
+        let packs = pack_eval(&ws, &scope, &samples, &queries, opts, observer).await?;
+        if let Some(path) = &opts.dump_legs {
+            crate::packs::dump_packs(&packs.calibration.sets, &path.with_extension("packs.jsonl"))?;
+        }
+        Some(packs)
     };
 
     Ok(LocomoReport {

@@ -51,26 +51,32 @@ impl std::fmt::Display for Mode {
     }
 }
 
-/// RRF parameters of the hybrid modes (`identifiers` applies to `hybrid` only: the most
-/// query identifiers probed lexically, each hit adding one top rank's worth of score).
+/// Fusion parameters of the hybrid modes. `dense_short`, `dense_long`, `identifiers` and
+/// `identifier_weight` are the recall path's (`hybrid`, see `cairn_recall::fusion`);
+/// `rrf_k`, `dense_weight` and `sparse_weight` are Qdrant's own weighted RRF
+/// (`hybrid-qdrant`), the baseline the recall path is compared with.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Fusion {
+    pub dense_short: f32,
+    pub dense_long: f32,
+    pub identifiers: usize,
+    pub identifier_weight: f32,
     pub rrf_k: f32,
     pub dense_weight: f32,
     pub sparse_weight: f32,
-    pub identifiers: usize,
-    pub identifier_weight: f32,
 }
 
 impl Default for Fusion {
     fn default() -> Self {
         let c = RecallConfig::default();
         Fusion {
-            rrf_k: c.rrf_k,
-            dense_weight: c.dense_weight,
-            sparse_weight: c.sparse_weight,
+            dense_short: c.dense_short,
+            dense_long: c.dense_long,
             identifiers: c.max_identifiers,
             identifier_weight: c.identifier_weight,
+            rrf_k: 10.0,
+            dense_weight: 1.0,
+            sparse_weight: 0.75,
         }
     }
 }
@@ -80,9 +86,8 @@ impl Fusion {
     pub fn recall_config(&self, depth: usize) -> RecallConfig {
         RecallConfig {
             prefetch: depth,
-            rrf_k: self.rrf_k,
-            dense_weight: self.dense_weight,
-            sparse_weight: self.sparse_weight,
+            dense_short: self.dense_short,
+            dense_long: self.dense_long,
             max_identifiers: self.identifiers,
             identifier_weight: self.identifier_weight,
             ..RecallConfig::default()
@@ -253,6 +258,64 @@ impl<'a> Retriever<'a> {
             });
         }
         Ok(out)
+    }
+}
+
+impl Retriever<'_> {
+    /// Writes, per query, the dense and BM25 lists (qrel id and leg score, best first,
+    /// `depth` deep) and the identifiers the recall path would probe, as JSON lines: the
+    /// input of offline fusion and answerability analysis (`--dump-legs`).
+    pub async fn dump_legs(
+        &self,
+        queries: &[QuerySpec],
+        to_id: &(dyn Fn(&StoredPoint) -> Option<String> + Sync),
+        path: &std::path::Path,
+    ) -> Result<()> {
+        use std::io::Write;
+        let partition = self.scope.partition();
+        let io = |e| EvalError::io(path, e);
+        let mut out = std::io::BufWriter::new(std::fs::File::create(path).map_err(io)?);
+        for q in queries {
+            let search = |mode: SearchMode| SearchRequest {
+                mode,
+                filter: self.filter(q.conversation.as_deref()),
+                limit: self.depth,
+                with_vectors: false,
+            };
+            let v = self.ws.embedder.embed_query(&q.text).await?;
+            let dense = self
+                .ws
+                .store
+                .search(&partition, search(SearchMode::Dense(v)))
+                .await?;
+            let sparse = self
+                .ws
+                .store
+                .search(&partition, search(SearchMode::Sparse(q.text.clone())))
+                .await?;
+            // Texts of the first ten only: enough to study the head, small enough to keep.
+            let leg = |hits: Vec<cairn_store::Hit>| -> Vec<(String, f32, Option<String>)> {
+                hits.into_iter()
+                    .enumerate()
+                    .filter_map(|(i, h)| {
+                        let id = to_id(&h.point)?;
+                        Some((id, h.score, h.point.text.filter(|_| i < 10)))
+                    })
+                    .collect()
+            };
+            let line = serde_json::json!({
+                "id": q.id,
+                "text": q.text,
+                "group": q.group,
+                "qrels": q.qrels,
+                "identifiers": cairn_recall::query::identifiers(&q.text, self.fusion.identifiers),
+                "dense": leg(dense),
+                "sparse": leg(sparse),
+            });
+            writeln!(out, "{line}").map_err(io)?;
+        }
+        out.flush().map_err(io)?;
+        Ok(())
     }
 }
 

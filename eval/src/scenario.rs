@@ -237,6 +237,11 @@ pub struct RecallExpect {
     pub not_contains: Vec<String>,
     #[serde(default)]
     pub unknowns_contain: Vec<String>,
+    /// No unknown mentions any of these (e.g. a word the cited items do support).
+    #[serde(default)]
+    pub unknowns_not_contain: Vec<String>,
+    /// Exact number of unknowns.
+    pub unknowns: Option<usize>,
     pub error: Option<String>,
 }
 
@@ -749,6 +754,24 @@ fn check_pack(f: &mut Vec<String>, e: &RecallExpect, pack: &MemoryPack, names: &
             f.push(format!(
                 "no unknown mentions {s:?} (unknowns: {:?})",
                 pack.unknowns
+            ));
+        }
+    }
+    for s in &e.unknowns_not_contain {
+        if pack.unknowns.iter().any(|u| u.contains(s.as_str())) {
+            f.push(format!(
+                "an unknown mentions {s:?} (unknowns: {:?})",
+                pack.unknowns
+            ));
+        }
+    }
+    if let Some(n) = e.unknowns {
+        if pack.unknowns.len() != n {
+            f.push(format!(
+                "unknowns: expected {n}, got {} ({:?}; answerability {:.3})",
+                pack.unknowns.len(),
+                pack.unknowns,
+                pack.answerability.score
             ));
         }
     }

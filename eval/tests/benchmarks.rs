@@ -148,7 +148,8 @@ async fn beir_harness_on_a_tiny_corpus() {
     assert_eq!(names, vec!["answerable", "held-out"]);
 
     let written = cairn_eval::write_beir(&report, out.path()).unwrap();
-    assert_eq!(written.len(), 4);
+    // JSON, Markdown, modes chart, packs chart, reliability diagram.
+    assert_eq!(written.len(), 5);
     let md = std::fs::read_to_string(out.path().join(format!("{}.md", report.stem()))).unwrap();
     assert!(md.contains("nDCG@10") && md.contains("git commit") && md.contains("nproc"));
     let json: serde_json::Value =
@@ -227,7 +228,7 @@ async fn locomo_harness_on_a_tiny_conversation() {
     );
     let out = tempfile::tempdir().unwrap();
     let written = cairn_eval::write_locomo(&report, out.path()).unwrap();
-    assert_eq!(written.len(), 4);
+    assert_eq!(written.len(), 5);
     let md = std::fs::read_to_string(out.path().join("locomo.md")).unwrap();
     assert!(md.contains("single-hop") && md.contains("0.462"));
 }

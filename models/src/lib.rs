@@ -29,8 +29,8 @@ pub mod state;
 pub use error::{ErrorCode, ErrorKind, ModelError};
 pub use failpoint::failpoint;
 pub use pack::{
-    Citation, Conflict, ConflictSide, Coverage, MemoryPack, SelectedNode, SelectionReason,
-    TurnEnvelope, TurnMode, CONTRACT_VERSION,
+    AnswerSignals, Answerability, Citation, Conflict, ConflictSide, Coverage, MemoryPack,
+    SelectedNode, SelectionReason, TurnEnvelope, TurnMode, CONTRACT_VERSION,
 };
 pub use record::{DocumentInfo, PointKind, Role, StoredPoint, TrustOrigin};
 pub use refs::Ref;

@@ -4,15 +4,17 @@
 //! 2. Two legs run inside the partition: dense (cosine) and sparse (BM25), plus bounded
 //!    identifier probes: each identifier the query names ([`query::identifiers`], at most 8)
 //!    is searched lexically and kept only where the text contains it verbatim.
-//! 3. The legs are fused by weighted reciprocal rank fusion, `w / (k + rank)` (not Qdrant's
-//!    weighting, see [`fusion`]); identifier hits get a shared bonus. Per item, why it was
-//!    selected (dense rank, sparse rank, identifier hits) is kept as data. The fusion is the
-//!    pure function [`fusion::fuse`].
+//! 3. The legs are fused by a length-aware convex combination of their min–max normalized
+//!    scores (short items lean on BM25, long ones on the embedding; see [`fusion`]);
+//!    identifier hits get a small shared bonus. Per item, why it was selected (dense rank,
+//!    sparse rank, identifier hits) is kept as data. The fusion is the pure function
+//!    [`fusion::fuse`].
 //! 4. Chunks of superseded document versions are dropped (the registry names the current
 //!    version), near-duplicates removed, and a diverse top list chosen by MMR.
 //! 5. [`pack::build_pack`] writes the Markdown within the token budget, with conflicts,
 //!    coverage and unknowns.
 
+pub mod answer;
 pub mod conflict;
 pub mod fusion;
 pub mod pack;
@@ -67,14 +69,18 @@ pub struct RecallConfig {
     pub default_budget: usize,
     /// Candidates per leg.
     pub prefetch: usize,
-    /// RRF constant k.
-    pub rrf_k: f32,
-    pub dense_weight: f32,
-    pub sparse_weight: f32,
+    /// The dense leg's share in the fusion for items of at most `short_words` words (the
+    /// sparse leg gets the rest); see [`fusion`].
+    pub dense_short: f32,
+    /// The dense leg's share for items of at least `long_words` words.
+    pub dense_long: f32,
+    pub short_words: f32,
+    pub long_words: f32,
     /// Most identifiers extracted from a query (0 turns identifier probes off).
     pub max_identifiers: usize,
-    /// Weight of the identifier "leg" in the fusion: an identifier found verbatim in one
-    /// item adds `identifier_weight / (k + 1)` to it (split among the items that contain it).
+    /// Weight of the identifier probes in the fusion: an identifier found verbatim in one
+    /// item adds `identifier_weight` to its 0..1 fused score (split among the items that
+    /// contain it).
     pub identifier_weight: f32,
     /// Most items offered to the pack.
     pub max_items: usize,
@@ -92,11 +98,12 @@ impl Default for RecallConfig {
         RecallConfig {
             default_budget: 1000,
             prefetch: 50,
-            rrf_k: 10.0,
-            dense_weight: 1.0,
-            sparse_weight: 0.75,
+            dense_short: 0.3,
+            dense_long: 0.6,
+            short_words: 32.0,
+            long_words: 256.0,
             max_identifiers: 8,
-            identifier_weight: 0.5,
+            identifier_weight: 0.05,
             max_items: 12,
             mmr_lambda: 0.75,
             duplicate_similarity: 0.97,
@@ -104,6 +111,14 @@ impl Default for RecallConfig {
         }
     }
 }
+
+/// How far under `min_relevance` an item's cosine may be when the sparse leg supports it
+/// (see `Recaller::admit_supported`).
+const SUPPORTED_MARGIN: f32 = 0.1;
+/// Normalized BM25 score from which the sparse leg counts as supporting an item.
+const SUPPORTED_SPARSE: f32 = 0.5;
+/// Tokens of a short item's block (text, label, citation) for the item cap.
+const TOKENS_PER_SHORT_ITEM: usize = 64;
 
 /// Optional narrowing of a recall, beyond the always-applied partition.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -204,6 +219,25 @@ pub fn fact_of(p: &StoredPoint) -> Option<&Fact> {
     }
 }
 
+/// The ranking signals of the answerability score, from every candidate of a recall.
+fn rank_signals(ranked: &[Ranked]) -> answer::RankSignals {
+    let mut by_dense: Vec<(u32, f32, Uuid)> = ranked
+        .iter()
+        .filter_map(|r| Some((r.reason.dense_rank?, r.reason.dense_score?, r.hit.id)))
+        .collect();
+    by_dense.sort_by_key(|d| d.0);
+    let mut by_sparse: Vec<(u32, f32, Uuid)> = ranked
+        .iter()
+        .filter_map(|r| Some((r.reason.sparse_rank?, r.sparse_score?, r.hit.id)))
+        .collect();
+    by_sparse.sort_by_key(|d| d.0);
+    let scores: Vec<f32> = by_dense.iter().map(|d| d.1).collect();
+    let sparse_scores: Vec<f32> = by_sparse.iter().map(|d| d.1).collect();
+    let dense_top: Vec<Uuid> = by_dense.iter().take(3).map(|d| d.2).collect();
+    let sparse_top: Vec<Uuid> = by_sparse.iter().take(3).map(|d| d.2).collect();
+    answer::RankSignals::of(&scores, &sparse_scores, &dense_top, &sparse_top)
+}
+
 /// One recall.
 #[derive(Debug, Clone)]
 pub struct RecallRequest {
@@ -218,6 +252,10 @@ pub struct RecallRequest {
 pub struct Ranked {
     pub hit: Hit,
     pub reason: SelectionReason,
+    /// The item's normalized BM25 score (0..1) in this query's sparse leg, if it was there.
+    pub sparse_norm: Option<f32>,
+    /// The item's BM25 score, if the sparse leg returned it.
+    pub sparse_score: Option<f32>,
     pub relevant: bool,
 }
 
@@ -293,8 +331,14 @@ impl Recaller {
         let query = req.query.clone();
         let partition = req.scope.partition();
         tokio::task::spawn_blocking(move || {
+            let mut ranked = ranked;
+            let rank = rank_signals(&ranked);
             let anything_relevant = ranked.iter().any(|r| r.relevant);
-            let selected = this.select(ranked);
+            if anything_relevant {
+                this.admit_supported(&mut ranked);
+            }
+            let cap = this.item_cap(budget);
+            let selected = this.select_at_most(ranked, cap);
             let identifiers = query::identifiers(&query, this.config.max_identifiers);
             let aspects = query::aspects(&query, &identifiers);
             let mut items: Vec<PackItem> = Vec::new();
@@ -331,6 +375,7 @@ impl Recaller {
                 budget,
                 anything_relevant,
                 multi_valued: &multi_valued,
+                rank,
             };
             build_pack(&input, &items, this.embedder.tokenizer())
         })
@@ -395,30 +440,44 @@ impl Recaller {
             ident_hits.extend(found);
         }
 
-        let dense_ids: Vec<Uuid> = dense.iter().map(|h| h.id).collect();
-        let sparse_ids: Vec<Uuid> = sparse.iter().map(|h| h.id).collect();
-        let fused = fusion::fuse(
-            &Legs {
-                dense: &dense_ids,
-                sparse: &sparse_ids,
-                identifiers: &ident_legs,
-            },
-            &FusionParams::from(&self.config),
-        );
-
+        let dense_leg: Vec<(Uuid, f32)> = dense.iter().map(|h| (h.id, h.score)).collect();
+        let sparse_leg: Vec<(Uuid, f32)> = sparse.iter().map(|h| (h.id, h.score)).collect();
+        let sparse_scores: HashMap<Uuid, f32> = sparse_leg.iter().copied().collect();
         // Each item's point as first seen: dense leg, then sparse, then identifier probes.
         let mut points: HashMap<Uuid, Hit> = HashMap::new();
         for h in dense.into_iter().chain(sparse).chain(ident_hits) {
             points.entry(h.id).or_insert(h);
         }
+        let fused = fusion::fuse(
+            &Legs {
+                dense: &dense_leg,
+                sparse: &sparse_leg,
+                identifiers: &ident_legs,
+            },
+            &FusionParams::from(&self.config),
+            |id| {
+                points
+                    .get(id)
+                    .and_then(|h| h.point.text.as_deref())
+                    .map_or(0, |t| t.split_whitespace().count())
+            },
+        );
+
         let mut ranked: Vec<Ranked> = fused
             .into_iter()
             .filter_map(|f| {
                 let hit = points.remove(&f.key)?;
                 let dense_score = hit.dense.as_deref().map(|v| cosine(&qvec, v));
+                // A hit on a specific identifier (an id, a quoted string) is evidence of its
+                // own; a name or an acronym is not: another dataset's question that shares
+                // a capitalised word must not pass the gate on it.
                 let relevant = dense_score.unwrap_or(0.0) >= self.config.min_relevance
-                    || !f.identifier_hits.is_empty();
+                    || f.identifier_hits
+                        .iter()
+                        .any(|i| query::is_specific(i, &req.query));
                 Some(Ranked {
+                    sparse_norm: f.sparse_norm,
+                    sparse_score: sparse_scores.get(&f.key).copied(),
                     hit,
                     reason: SelectionReason {
                         dense_rank: f.dense_rank,
@@ -559,14 +618,43 @@ impl Recaller {
         Ok(())
     }
 
-    /// Relevant items only, near-duplicates removed, then maximal marginal relevance.
+    /// Once the query has passed the relevance gate (some item is relevant on its own), items
+    /// just under the gate that a leg clearly supports are admitted too: the dense cosine
+    /// of a short chat message that answers a question is often under `min_relevance`
+    /// (LoCoMo's evidence turns), while its BM25 score stands out.
+    fn admit_supported(&self, ranked: &mut [Ranked]) {
+        let floor = self.config.min_relevance - SUPPORTED_MARGIN;
+        for r in ranked.iter_mut().filter(|r| !r.relevant) {
+            let dense = r.reason.dense_score.unwrap_or(0.0);
+            r.relevant = dense >= floor && r.sparse_norm.unwrap_or(0.0) >= SUPPORTED_SPARSE;
+        }
+    }
+
+    /// Most items offered to a pack of `budget` tokens: enough to fill it with short items
+    /// (a chat message, its label and citation take about [`TOKENS_PER_SHORT_ITEM`]), never
+    /// fewer than `max_items`.
+    pub fn item_cap(&self, budget: usize) -> usize {
+        self.config
+            .max_items
+            .max(budget / TOKENS_PER_SHORT_ITEM)
+            .max(1)
+    }
+
+    /// Relevant items only, near-duplicates removed, then maximal marginal relevance, at
+    /// most `max_items`.
     pub fn select(&self, ranked: Vec<Ranked>) -> Vec<Ranked> {
-        // MMR picks `max_items`; looking further down than a few times that only costs time
+        self.select_at_most(ranked, self.config.max_items)
+    }
+
+    /// [`Recaller::select`] with another item cap.
+    pub fn select_at_most(&self, ranked: Vec<Ranked>, cap: usize) -> Vec<Ranked> {
+        // MMR picks `cap`; looking further down than a few times that only costs time
         // (dedup and MMR are quadratic in the pool).
+        let cap = cap.max(1);
         let pool: Vec<Ranked> = ranked
             .into_iter()
             .filter(|r| r.relevant)
-            .take(self.config.max_items.max(1) * 4)
+            .take(cap * 4)
             .collect();
         let mut kept: Vec<Ranked> = Vec::new();
         for r in pool {
@@ -589,7 +677,7 @@ impl Recaller {
             .max(f32::EPSILON);
         let lambda = self.config.mmr_lambda;
         let mut selected: Vec<Ranked> = Vec::new();
-        while !kept.is_empty() && selected.len() < self.config.max_items {
+        while !kept.is_empty() && selected.len() < cap {
             let (best, _) = kept
                 .iter()
                 .enumerate()

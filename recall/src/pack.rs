@@ -2,8 +2,12 @@
 //!
 //! The budget covers the whole Markdown: header, coverage, conflicts, memories, unknowns
 //! and the citation list. Items are added in rank order; an item that does not fit whole is
-//! cut at a sentence boundary (or, when even its first sentence is too long, at a word
-//! boundary), never mid-word. Section sizes are counted per block and the result is checked
+//! cut to its most relevant passage: the sentence supporting most query aspects (identifiers
+//! count twice) and as many neighbouring sentences as fit, marked "… " / " …" where text was
+//! left out, its citation span narrowed to the passage. An item no sentence of which matches
+//! the query keeps its longest prefix of whole sentences. A sentence too long on its own is
+//! cut at a word boundary, never mid-word. An item whose passage repeats one already packed
+//! is skipped. Section sizes are counted per block and the result is checked
 //! with one count of the full Markdown; if a tokenizer is not additive across blocks, items
 //! are dropped from the end until the check passes. So `token_count <= token_budget` always
 //! holds (property-tested), and `token_count` is the exact count of `context_markdown`.
@@ -11,8 +15,8 @@
 use std::collections::{HashMap, HashSet};
 
 use cairn_models::{
-    Citation, Conflict, ConflictSide, Coverage, MemoryPack, Partition, PointKind, SelectedNode,
-    SelectionReason, StoredPoint,
+    AnswerSignals, Answerability, Citation, Conflict, ConflictSide, Coverage, MemoryPack,
+    Partition, PointKind, SelectedNode, SelectionReason, StoredPoint,
 };
 
 use crate::conflict::{disagree, frames, topic, Disagreement, Frame};
@@ -93,12 +97,20 @@ pub struct PackInput<'a> {
     pub anything_relevant: bool,
     /// Canonical predicates declared multi-valued: their facts never conflict.
     pub multi_valued: &'a HashSet<String>,
+    /// Ranking signals of the recall, for the answerability score ([`crate::answer`]).
+    pub rank: crate::answer::RankSignals,
 }
 
 struct Included {
     item_idx: usize,
+    /// The packed text: the passage, with "… " / " …" where text was left out.
     text: String,
     truncated: bool,
+    /// The passage's citation span: the stored span for a whole item, the passage's own
+    /// character offsets in the document for a cut one (`None` when the item has none).
+    span: Option<(u64, u64)>,
+    /// The passage with whitespace runs collapsed, for spotting duplicate evidence.
+    normalized: String,
     frames: Vec<Frame>,
     stems: HashSet<String>,
     /// Estimated tokens of the item's block.
@@ -123,17 +135,150 @@ impl Memo<'_> {
     }
 }
 
-/// An item's full text with its token end offsets and sentence ends (bytes).
+/// An item's full text with its token end offsets and sentence ranges (bytes).
 struct ItemText {
     full: String,
     ends: Vec<usize>,
-    sentence_ends: Vec<usize>,
+    sentences: Vec<(usize, usize)>,
 }
 
 impl ItemText {
     fn tokens_until(&self, byte: usize) -> usize {
         self.ends.partition_point(|&e| e <= byte)
     }
+
+    /// Tokens ending within `(start, end]`: the tokens of `full[start..end]` when tokens do
+    /// not straddle `start` (exact at sentence and word boundaries for whitespace-splitting
+    /// tokenizers; the pack's final check covers the others).
+    fn tokens_between(&self, start: usize, end: usize) -> usize {
+        self.tokens_until(end) - self.tokens_until(start)
+    }
+}
+
+/// A candidate cut of an item: the bytes `full[start..end]` (trailing whitespace dropped),
+/// with an ellipsis before (`lead`) and/or after (`trail`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Cut {
+    start: usize,
+    end: usize,
+    lead: bool,
+    trail: bool,
+}
+
+impl Cut {
+    /// A cut that shows where text was left out on either side (a passage of the middle).
+    fn marked(it: &ItemText, start: usize, end: usize) -> Self {
+        Cut {
+            start,
+            end,
+            lead: !it.full[..start].trim().is_empty(),
+            trail: !it.full[end..].trim().is_empty(),
+        }
+    }
+
+    /// Byte range of the passage in the item's text.
+    fn range(&self, it: &ItemText) -> (usize, usize) {
+        let passage = it.full[self.start..self.end].trim_end();
+        (self.start, self.start + passage.len())
+    }
+
+    fn truncated(&self, it: &ItemText) -> bool {
+        !it.full[..self.start].trim().is_empty() || !it.full[self.end..].trim().is_empty()
+    }
+
+    fn text(&self, it: &ItemText) -> String {
+        let (a, b) = self.range(it);
+        let mut text = String::with_capacity(b - a + 8);
+        if self.lead {
+            text.push_str("… ");
+        }
+        text.push_str(&it.full[a..b]);
+        if self.trail {
+            text.push_str(" …");
+        }
+        text
+    }
+
+    /// Tokens of the cut's block without its label: quote markers, passage, ellipses.
+    fn body_tokens(&self, it: &ItemText, quote_tokens: usize, ellipsis_tokens: usize) -> usize {
+        let (a, b) = self.range(it);
+        // `lines()` of the rendered text: the passage has no trailing line break.
+        let lines = it.full[a..b].matches('\n').count() + 1;
+        lines * quote_tokens
+            + it.tokens_between(a, b)
+            + (usize::from(self.lead) + usize::from(self.trail)) * ellipsis_tokens
+    }
+}
+
+/// Whitespace runs collapsed to one space, trimmed.
+fn normalize_ws(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Whether `passage` (normalized) occurs in `packed` (normalized) on word boundaries.
+fn contained_in(passage: &str, packed: &str) -> bool {
+    format!(" {packed} ").contains(&format!(" {passage} "))
+}
+
+/// How strongly each sentence supports the query: the aspects it supports, identifiers
+/// counting twice.
+fn sentence_scores(it: &ItemText, aspects: &[Aspect]) -> Vec<usize> {
+    it.sentences
+        .iter()
+        .map(|&(a, b)| {
+            let stems: HashSet<String> = content_stems(&it.full[a..b]).into_iter().collect();
+            aspects
+                .iter()
+                .filter(|asp| asp.supported_by(&stems))
+                .map(|asp| if asp.identifier { 2 } else { 1 })
+                .sum()
+        })
+        .collect()
+}
+
+/// The windows of sentences `(first, last)` grown around sentence `best`, in growth order
+/// (each contains the previous), while `fits` says the window's body fits. Each step adds
+/// the neighbour after or before: the higher-scoring one first, alternating on a tie, the
+/// other when the first does not fit; it stops when neither fits.
+fn grow_windows(
+    best: usize,
+    scores: &[usize],
+    mut fits: impl FnMut(usize, usize) -> bool,
+) -> Vec<(usize, usize)> {
+    let n = scores.len();
+    let (mut a, mut b) = (best, best);
+    let mut out = vec![(a, b)];
+    let mut after_first = true;
+    loop {
+        let after = (b + 1 < n).then_some(b + 1);
+        let before = a.checked_sub(1);
+        let after_wins = match (after, before) {
+            (None, None) => break,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(x), Some(y)) if scores[x] != scores[y] => scores[x] > scores[y],
+            _ => after_first,
+        };
+        let order = if after_wins {
+            [after.map(|x| (a, x)), before.map(|y| (y, b))]
+        } else {
+            [before.map(|y| (y, b)), after.map(|x| (a, x))]
+        };
+        let Some((na, nb)) = order.into_iter().flatten().find(|&(x, y)| fits(x, y)) else {
+            break;
+        };
+        after_first = nb == b; // took the one before: try after next on a tie
+        (a, b) = (na, nb);
+        out.push((a, b));
+    }
+    out
+}
+
+/// Character offsets of a passage (bytes `range` of the item's text) in the document, from
+/// the chunk's stored span.
+fn passage_span(full: &str, chunk: (u64, u64), range: (usize, usize)) -> (u64, u64) {
+    let at = |byte: usize| (chunk.0 + full[..byte].chars().count() as u64).min(chunk.1);
+    (at(range.0), at(range.1))
 }
 
 /// Builds the pack. Never exceeds `input.budget` tokens (which must be ≥ [`MIN_BUDGET`]).
@@ -156,82 +301,162 @@ pub fn build_pack(
         if full.trim().is_empty() {
             continue;
         }
+        // Evidence already packed is not spent twice (nor is any part of it).
+        let whole_norm = normalize_ws(&full);
+        if included
+            .iter()
+            .any(|inc| contained_in(&whole_norm, &inc.normalized))
+        {
+            continue;
+        }
         let it = ItemText {
             ends: counter.token_ends(&full),
-            sentence_ends: sentences(&full).into_iter().map(|(_, e)| e).collect(),
+            sentences: sentences(&full),
             full,
         };
         let n = (included.len() + 1) as u32;
         let blocks_so_far: usize = included.iter().map(|i| i.block_tokens).sum();
-        // Tokens of a candidate block whose text is `it.full[..end]` (+ " …" when cut
-        // mid-sentence), with the label of citation `n`.
-        let try_prefix =
-            |end: usize, word_cut: bool, memo: &mut Memo<'_>, included: &Vec<Included>| {
-                let mut text = it.full[..end].trim_end().to_string();
-                if word_cut {
-                    text.push_str(" …");
-                }
-                let truncated = end < it.full.len();
-                let label = item_label(n, item, truncated);
-                let block = memo.count(&label)
-                    + text.lines().count() * quote_tokens
-                    + it.tokens_until(end)
-                    + if word_cut { ellipsis_tokens } else { 0 };
-                let cand = Included {
-                    item_idx: idx,
-                    frames: frames(&text),
-                    stems: content_stems(&text).into_iter().collect(),
-                    text,
-                    truncated,
-                    block_tokens: block,
-                };
-                let mut trial: Vec<&Included> = included.iter().collect();
-                trial.push(&cand);
-                let total =
-                    fixed_tokens(input, items, &trial, &base_conflicts, trial.len() - 1, memo)
-                        + blocks_so_far
-                        + block;
-                (total <= input.budget).then_some((cand, total))
+        // The candidate block for `cut` with the label of citation `n`, and the pack's
+        // total tokens with it, when that is within the budget.
+        let try_cut = |cut: Cut, memo: &mut Memo<'_>, included: &Vec<Included>| {
+            let text = cut.text(&it);
+            let truncated = cut.truncated(&it);
+            let range = cut.range(&it);
+            let span = if truncated {
+                item.point
+                    .span
+                    .map(|chunk| passage_span(&it.full, chunk, range))
+            } else {
+                item.point.span
             };
+            let label = item_label(n, item, truncated);
+            let block = memo.count(&label) + cut.body_tokens(&it, quote_tokens, ellipsis_tokens);
+            let cand = Included {
+                item_idx: idx,
+                frames: frames(&text),
+                stems: content_stems(&text).into_iter().collect(),
+                normalized: normalize_ws(&it.full[range.0..range.1]),
+                text,
+                truncated,
+                span,
+                block_tokens: block,
+            };
+            let mut trial: Vec<&Included> = included.iter().collect();
+            trial.push(&cand);
+            let total = fixed_tokens(input, items, &trial, &base_conflicts, trial.len() - 1, memo)
+                + blocks_so_far
+                + block;
+            (total <= input.budget).then_some((cand, total))
+        };
+        // A prefix of the text, marked at its end only when cut mid-sentence.
+        let prefix = |end: usize, word_cut: bool| Cut {
+            start: 0,
+            end,
+            lead: false,
+            trail: word_cut,
+        };
 
-        let mut accepted = try_prefix(it.full.len(), false, &mut memo, &included);
-        if accepted.is_none() && it.sentence_ends.len() > 1 {
-            // Largest k such that the first k sentences fit (k < all: the whole did not).
-            let (mut lo, mut hi) = (0usize, it.sentence_ends.len() - 1);
+        let mut accepted = try_cut(prefix(it.full.len(), false), &mut memo, &included);
+        let scores = if accepted.is_none() {
+            sentence_scores(&it, input.aspects)
+        } else {
+            Vec::new()
+        };
+        // The best-supported sentence, the earliest on a tie; none when nothing matches.
+        let best = scores
+            .iter()
+            .enumerate()
+            .filter(|(_, &s)| s > 0)
+            .max_by(|(i, s), (j, t)| s.cmp(t).then(j.cmp(i)))
+            .map(|(i, _)| i);
+        if let Some(best) = best {
+            let window =
+                |(a, b): (usize, usize)| Cut::marked(&it, it.sentences[a].0, it.sentences[b].1);
+            let single = window((best, best));
+            let first = if single.truncated(&it) {
+                try_cut(single, &mut memo, &included)
+            } else {
+                None // the whole text, which did not fit
+            };
+            if let Some((cand, total)) = first {
+                // Grow on an estimate (the rest of the pack as with the best sentence alone),
+                // then take the largest grown window that really fits.
+                let fixed = total - blocks_so_far - cand.block_tokens;
+                let label = memo.count(&item_label(n, item, true));
+                let budget = input.budget.saturating_sub(fixed + blocks_so_far + label);
+                let windows = grow_windows(best, &scores, |a, b| {
+                    window((a, b)).body_tokens(&it, quote_tokens, ellipsis_tokens) <= budget
+                });
+                let (mut lo, mut hi) = (0usize, windows.len() - 1);
+                let mut found = (cand, total);
+                while lo < hi {
+                    let mid = (lo + hi).div_ceil(2);
+                    match try_cut(window(windows[mid]), &mut memo, &included) {
+                        Some(c) => {
+                            lo = mid;
+                            found = c;
+                        }
+                        None => hi = mid - 1,
+                    }
+                }
+                accepted = Some(found);
+            }
+        } else if accepted.is_none() && it.sentences.len() > 1 {
+            // Nothing matches the query: the largest k such that the first k sentences fit
+            // (k < all: the whole did not).
+            let (mut lo, mut hi) = (0usize, it.sentences.len() - 1);
             while lo < hi {
                 let mid = (lo + hi).div_ceil(2);
-                if try_prefix(it.sentence_ends[mid - 1], false, &mut memo, &included).is_some() {
+                if try_cut(prefix(it.sentences[mid - 1].1, false), &mut memo, &included).is_some() {
                     lo = mid;
                 } else {
                     hi = mid - 1;
                 }
             }
             if lo > 0 {
-                accepted = try_prefix(it.sentence_ends[lo - 1], false, &mut memo, &included);
+                accepted = try_cut(prefix(it.sentences[lo - 1].1, false), &mut memo, &included);
             }
         }
         if accepted.is_none() {
-            // Even the first sentence is too long: cut it at a word boundary.
-            let first_end = it.sentence_ends.first().copied().unwrap_or(it.full.len());
-            let word_ends: Vec<usize> = it.full[..first_end]
+            // Even that sentence is too long: cut it at a word boundary (the first sentence
+            // from the text's start; a matched one with its omitted context marked).
+            let (s_start, s_end) = match (best, it.sentences.first()) {
+                (Some(b), _) => it.sentences[b],
+                (None, Some(&(_, end))) => (0, end),
+                (None, None) => (0, it.full.len()),
+            };
+            let cut_at = |end: usize| {
+                if best.is_some() {
+                    Cut::marked(&it, s_start, end)
+                } else {
+                    prefix(end, true)
+                }
+            };
+            let word_ends: Vec<usize> = it.full[s_start..s_end]
                 .char_indices()
                 .filter(|(_, c)| c.is_whitespace())
-                .map(|(i, _)| i)
+                .map(|(i, _)| s_start + i)
                 .collect();
             let (mut lo, mut hi) = (0usize, word_ends.len());
             while lo < hi {
                 let mid = (lo + hi).div_ceil(2);
-                if try_prefix(word_ends[mid - 1], true, &mut memo, &included).is_some() {
+                if try_cut(cut_at(word_ends[mid - 1]), &mut memo, &included).is_some() {
                     lo = mid;
                 } else {
                     hi = mid - 1;
                 }
             }
             if lo >= 3 {
-                accepted = try_prefix(word_ends[lo - 1], true, &mut memo, &included);
+                accepted = try_cut(cut_at(word_ends[lo - 1]), &mut memo, &included);
             }
         }
         if let Some((inc, total)) = accepted {
+            if included
+                .iter()
+                .any(|prev| contained_in(&inc.normalized, &prev.normalized))
+            {
+                continue;
+            }
             included.push(inc);
             let refs: Vec<&Included> = included.iter().collect();
             conflicts_from(
@@ -252,7 +477,7 @@ pub fn build_pack(
     let additive = counter.additive();
     loop {
         let refs: Vec<&Included> = included.iter().collect();
-        let (md, conflicts, coverage, unknowns) = render_full(input, items, &refs);
+        let (md, conflicts, coverage, unknowns, answerability) = render_full(input, items, &refs);
         let count = if additive {
             let blocks: usize = included.iter().map(|i| i.block_tokens).sum();
             fixed_tokens(input, items, &refs, &base_conflicts, refs.len(), &mut memo) + blocks
@@ -269,6 +494,7 @@ pub fn build_pack(
                 identity_scope: input.partition.clone(),
                 query: input.query.to_string(),
                 coverage,
+                answerability,
                 context_markdown: md,
                 selected_nodes: refs
                     .iter()
@@ -289,7 +515,7 @@ pub fn build_pack(
                 citations: refs
                     .iter()
                     .enumerate()
-                    .map(|(i, inc)| citation((i + 1) as u32, &items[inc.item_idx]))
+                    .map(|(i, inc)| citation((i + 1) as u32, &items[inc.item_idx], inc.span))
                     .collect(),
                 conflicts,
                 unknowns,
@@ -314,11 +540,11 @@ fn fixed_tokens(
     // the items after them are checked.
     let mut conflicts = base_conflicts.to_vec();
     conflicts_from(items, trial, from, input.multi_valued, &mut conflicts);
-    let (coverage, unknowns) = assess(input, trial, &conflicts);
+    let (coverage, unknowns, _) = assess(input, items, trial, &conflicts);
     let cites: Vec<String> = trial
         .iter()
         .enumerate()
-        .map(|(i, inc)| render_citation((i + 1) as u32, &items[inc.item_idx]))
+        .map(|(i, inc)| render_citation((i + 1) as u32, &items[inc.item_idx], inc.span))
         .collect();
     // The block pieces are replaced by empty strings: counted separately.
     let blocks = vec![String::new(); trial.len()];
@@ -333,7 +559,7 @@ fn shrink_skeleton(
     input: &PackInput<'_>,
     counter: &dyn TokenCounter,
 ) -> (String, usize, Vec<String>) {
-    let (_, _, _, mut unknowns) = render_full(input, &[], &[]);
+    let (_, _, _, mut unknowns, _) = render_full(input, &[], &[]);
     loop {
         let md = render_sections(input, Coverage::None, &[], &[], &unknowns, &[]);
         let count = counter.count(&md);
@@ -365,7 +591,8 @@ fn knowledge_source(p: &StoredPoint) -> Option<String> {
     }
 }
 
-fn citation(n: u32, item: &PackItem) -> Citation {
+/// The citation of an item whose packed passage has span `span`.
+fn citation(n: u32, item: &PackItem, span: Option<(u64, u64)>) -> Citation {
     let p = &item.point;
     Citation {
         n,
@@ -383,7 +610,7 @@ fn citation(n: u32, item: &PackItem) -> Citation {
         kind: p.kind.as_str().to_string(),
         doc_id: p.doc_id.clone(),
         chunk_index: p.chunk_index,
-        span: p.span,
+        span,
         page: p.page,
         conversation_id: p.conversation_id.clone(),
         turn_id: p.turn_id.clone(),
@@ -507,29 +734,70 @@ fn conflicts_from(
     }
 }
 
-/// Coverage and unknowns of a set of included items.
+/// Coverage, unknowns and the answerability behind them, for a set of included items.
+///
+/// The rating comes from the calibrated score ([`crate::answer`]); open conflicts lower
+/// `full` to `partial`. Unknowns name the query's aspects (content words, identifiers) no
+/// cited item supports, only when the rating is not `full`: a `full` pack's cited items
+/// answer the question even when they say it in other words.
 fn assess(
     input: &PackInput<'_>,
+    items: &[PackItem],
     included: &[&Included],
     conflicts: &[Conflict],
-) -> (Coverage, Vec<String>) {
-    if !input.anything_relevant || included.is_empty() {
+) -> (Coverage, Vec<String>, Answerability) {
+    let stems: Vec<&HashSet<String>> = included.iter().map(|inc| &inc.stems).collect();
+    let (aspect_support, best_item_support, identifier_support) = if included.is_empty() {
+        (0.0, 0.0, 0.0)
+    } else {
+        crate::answer::lexical_signals(input.aspects, &stems)
+    };
+    let signals = AnswerSignals {
+        top_dense: input.rank.top_dense,
+        dense_margin: input.rank.dense_margin,
+        dense_gap: input.rank.dense_gap,
+        sparse_margin: input.rank.sparse_margin,
+        leg_agreement: input.rank.leg_agreement,
+        aspect_support,
+        best_item_support,
+        identifier_support,
+        top_item_dense: included
+            .first()
+            .and_then(|inc| items[inc.item_idx].reason.dense_score)
+            .unwrap_or(0.0),
+    };
+    let score = if !input.anything_relevant || included.is_empty() {
+        0.0
+    } else {
+        crate::answer::score(&signals)
+    };
+    let answerability = Answerability {
+        score,
+        full_at: crate::answer::FULL_AT,
+        none_below: crate::answer::NONE_BELOW,
+        signals,
+    };
+    let mut coverage = crate::answer::coverage(score);
+    if coverage == Coverage::None {
         return (
             Coverage::None,
             vec![format!(
                 "Nothing stored in this scope answers \"{}\": ask the user or another source.",
                 clip(input.query, 120)
             )],
+            answerability,
         );
     }
     let mut unknowns = Vec::new();
-    for aspect in input.aspects {
-        if !included.iter().any(|inc| aspect.supported_by(&inc.stems)) {
-            unknowns.push(if aspect.identifier {
-                format!("No cited memory mentions \"{}\".", aspect.label)
-            } else {
-                format!("No cited memory covers \"{}\".", aspect.label)
-            });
+    if coverage == Coverage::Partial {
+        for aspect in input.aspects {
+            if !included.iter().any(|inc| aspect.supported_by(&inc.stems)) {
+                unknowns.push(if aspect.identifier {
+                    format!("No cited memory mentions \"{}\".", aspect.label)
+                } else {
+                    format!("No cited memory covers \"{}\".", aspect.label)
+                });
+            }
         }
     }
     for c in conflicts {
@@ -543,13 +811,11 @@ fn assess(
                 .join(" vs ")
         ));
     }
+    if !conflicts.is_empty() {
+        coverage = Coverage::Partial;
+    }
     unknowns.truncate(MAX_UNKNOWNS);
-    let coverage = if unknowns.is_empty() {
-        Coverage::Full
-    } else {
-        Coverage::Partial
-    };
-    (coverage, unknowns)
+    (coverage, unknowns, answerability)
 }
 
 fn clip(s: &str, max_chars: usize) -> String {
@@ -568,9 +834,9 @@ fn render_full(
     input: &PackInput<'_>,
     items: &[PackItem],
     included: &[&Included],
-) -> (String, Vec<Conflict>, Coverage, Vec<String>) {
+) -> (String, Vec<Conflict>, Coverage, Vec<String>, Answerability) {
     let conflicts = detect_conflicts(items, included, input.multi_valued);
-    let (coverage, unknowns) = assess(input, included, &conflicts);
+    let (coverage, unknowns, answerability) = assess(input, items, included, &conflicts);
     let blocks: Vec<String> = included
         .iter()
         .enumerate()
@@ -586,10 +852,10 @@ fn render_full(
     let cites: Vec<String> = included
         .iter()
         .enumerate()
-        .map(|(i, inc)| render_citation((i + 1) as u32, &items[inc.item_idx]))
+        .map(|(i, inc)| render_citation((i + 1) as u32, &items[inc.item_idx], inc.span))
         .collect();
     let md = render_sections(input, coverage, &conflicts, &blocks, &unknowns, &cites);
-    (md, conflicts, coverage, unknowns)
+    (md, conflicts, coverage, unknowns, answerability)
 }
 
 fn render_sections(
@@ -743,7 +1009,7 @@ fn render_item(n: u32, item: &PackItem, text: &str, truncated: bool) -> String {
     out
 }
 
-fn render_citation(n: u32, item: &PackItem) -> String {
+fn render_citation(n: u32, item: &PackItem, span: Option<(u64, u64)>) -> String {
     let p = &item.point;
     let mut parts = vec![format!("[{n}] `{}`", item.reference)];
     match p.kind {
@@ -759,11 +1025,335 @@ fn render_citation(n: u32, item: &PackItem) -> String {
             if let Some(s) = &p.source {
                 parts.push(quote_inline(s));
             }
-            if let Some((a, b)) = p.span {
+            if let Some((a, b)) = span {
                 parts.push(format!("chars {a}–{b}"));
             }
         }
     }
     parts.push(p.trust.as_str().to_string());
     format!("{}\n", parts.join(" · "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::query::{aspects, identifiers};
+    use cairn_models::{Scope, TrustOrigin};
+    use proptest::prelude::*;
+
+    /// One token per whitespace-separated word: additive, so the block-wise count must be
+    /// exact (checked against a whole count below).
+    struct Words;
+
+    impl TokenCounter for Words {
+        fn count(&self, text: &str) -> usize {
+            text.split_whitespace().count()
+        }
+
+        fn token_ends(&self, text: &str) -> Vec<usize> {
+            let mut ends = Vec::new();
+            let mut in_word = false;
+            for (i, c) in text.char_indices() {
+                if c.is_whitespace() && in_word {
+                    ends.push(i);
+                }
+                in_word = !c.is_whitespace();
+            }
+            if in_word {
+                ends.push(text.len());
+            }
+            ends
+        }
+
+        fn additive(&self) -> bool {
+            true
+        }
+    }
+
+    fn partition() -> Partition {
+        Partition {
+            tenant: "acme".into(),
+            user: "alice".into(),
+            namespace: "kb".into(),
+        }
+    }
+
+    /// A document chunk starting at character `chunk_start` of its document.
+    fn chunk(i: u32, text: &str, chunk_start: u64) -> PackItem {
+        let mut p = StoredPoint::new(
+            PointKind::Chunk,
+            &Scope::default(),
+            TrustOrigin::Document,
+            1_714_000_000_000,
+        );
+        p.text = Some(text.to_string());
+        p.source = Some(format!("docs/file{i}.md"));
+        p.doc_id = Some(format!("{i:032x}"));
+        p.chunk_index = Some(i);
+        p.span = Some((chunk_start, chunk_start + text.chars().count() as u64));
+        PackItem {
+            reference: p.reference(),
+            point: p,
+            reason: SelectionReason {
+                dense_rank: Some(i + 1),
+                sparse_rank: None,
+                dense_score: Some(0.9),
+                identifier_hits: vec![],
+                fused_score: 1.0 / (i as f32 + 1.0),
+            },
+        }
+    }
+
+    fn pack(query: &str, budget: usize, items: &[PackItem]) -> MemoryPack {
+        let asp = aspects(query, &identifiers(query, 8));
+        let input = PackInput {
+            partition: &partition(),
+            query,
+            aspects: &asp,
+            budget,
+            anything_relevant: true,
+            multi_valued: &HashSet::new(),
+            rank: crate::answer::RankSignals::CONFIDENT,
+        };
+        let pack = build_pack(&input, items, &Words);
+        assert!(pack.token_count <= budget, "{}", pack.context_markdown);
+        assert_eq!(pack.token_count, Words.count(&pack.context_markdown));
+        pack
+    }
+
+    /// The packed passage without its ellipses.
+    fn passage(text: &str) -> &str {
+        let t = text.strip_prefix("… ").unwrap_or(text);
+        t.strip_suffix(" …").unwrap_or(t)
+    }
+
+    /// The characters `[a, b)` of the chunk that starts at character `start`.
+    fn chars(text: &str, start: u64, (a, b): (u64, u64)) -> String {
+        text.chars()
+            .skip((a - start) as usize)
+            .take((b - a) as usize)
+            .collect()
+    }
+
+    /// Twelve filler sentences (with a non-ASCII word, so bytes and characters differ)
+    /// around `middle`.
+    fn long_text(middle: &str) -> String {
+        let filler = |i: usize| {
+            format!("Sentence {i} of the café report talks about weather, lunch menus and parking rules for visitors.")
+        };
+        let mut parts: Vec<String> = (0..6).map(filler).collect();
+        parts.push(middle.to_string());
+        parts.extend((6..12).map(filler));
+        parts.join(" ")
+    }
+
+    const RELEVANT: &str = "Ticket ZX-4471 tracks the broken projector in room five, which \
+        flickered during three board meetings, overheated twice in March, lost its remote \
+        control, needs a new lamp, a cleaned filter and a firmware update from the vendor, \
+        and will be replaced entirely if the repair quote exceeds the budget that the \
+        facilities team agreed with finance at the start of the quarter for all meeting \
+        rooms on the second floor of the north building.";
+
+    #[test]
+    fn long_item_packs_its_relevant_passage() {
+        let text = long_text(RELEVANT);
+        let items = vec![chunk(3, &text, 1_000)];
+        let pack = pack("Which ticket tracks the broken projector?", 200, &items);
+        let node = &pack.selected_nodes[0];
+        assert!(node.truncated);
+        assert!(node.text.starts_with("… ") && node.text.ends_with(" …"));
+        let packed = passage(&node.text);
+        assert!(packed.contains(RELEVANT), "{packed}");
+        assert!(packed.len() > RELEVANT.len(), "neighbours fill the room");
+        assert!(text.contains(packed));
+        // The span is the passage's characters in the document.
+        let span = pack.citations[0].span.unwrap();
+        assert_eq!(chars(&text, 1_000, span), packed);
+        assert!(pack
+            .context_markdown
+            .contains(&format!("chars {}–{}", span.0, span.1)));
+        assert!(pack.context_markdown.contains("> … "));
+    }
+
+    #[test]
+    fn passages_grow_from_the_relevant_sentence_with_the_budget() {
+        let text = long_text(RELEVANT);
+        let items = vec![chunk(0, &text, 0)];
+        let query = "Which ticket tracks the broken projector?";
+        let mut seen: Vec<String> = Vec::new();
+        for budget in MIN_BUDGET..400 {
+            let pack = pack(query, budget, &items);
+            let Some(node) = pack.selected_nodes.first() else {
+                assert!(seen.is_empty(), "packed at a smaller budget");
+                continue;
+            };
+            if !node.truncated {
+                assert_eq!(node.text, text);
+                break;
+            }
+            let packed = passage(&node.text).to_string();
+            // A word cut of the sentence, then the sentence, then it with neighbours.
+            if packed.len() < RELEVANT.len() {
+                assert!(RELEVANT.starts_with(&packed), "{packed}");
+                assert!(packed.split(' ').count() >= 3);
+            } else {
+                assert!(packed.contains(RELEVANT), "{packed}");
+            }
+            // Ellipses exactly where text was left out.
+            let lead = if text.starts_with(&packed) {
+                ""
+            } else {
+                "… "
+            };
+            let trail = if text.ends_with(&packed) { "" } else { " …" };
+            assert_eq!(node.text, format!("{lead}{packed}{trail}"));
+            assert_eq!(chars(&text, 0, pack.citations[0].span.unwrap()), packed);
+            if let Some(prev) = seen.last() {
+                let words = |s: &str| s.split_whitespace().count();
+                assert!(words(&packed) >= words(prev), "{prev} > {packed}");
+            }
+            seen.push(packed);
+        }
+        assert!(seen.iter().any(|p| p == RELEVANT), "{seen:#?}");
+        assert!(seen.last().is_some_and(|p| p.len() > 2 * RELEVANT.len()));
+    }
+
+    #[test]
+    fn an_overlong_relevant_sentence_is_cut_at_a_word() {
+        let clause = RELEVANT.trim_end_matches('.');
+        let sentence = format!("{clause}; {clause}; {clause}.");
+        let text = long_text(&sentence);
+        let items = vec![chunk(0, &text, 7)];
+        let pack = pack(
+            "Which ticket tracks the broken projector?",
+            MIN_BUDGET,
+            &items,
+        );
+        let node = &pack.selected_nodes[0];
+        assert!(node.truncated);
+        assert!(
+            node.text.starts_with("… Ticket ZX-4471 tracks"),
+            "{}",
+            node.text
+        );
+        assert!(node.text.ends_with(" …"));
+        let packed = passage(&node.text);
+        assert!(sentence.starts_with(packed) && packed.len() < sentence.len());
+        assert!(
+            sentence[packed.len()..].starts_with(' '),
+            "cut at a word boundary"
+        );
+        assert_eq!(chars(&text, 7, pack.citations[0].span.unwrap()), packed);
+    }
+
+    #[test]
+    fn identifiers_outweigh_content_words() {
+        // Two content words early, one content word and the identifier late: the late
+        // sentence wins, and the budget cannot reach across the filler between them.
+        let text = format!(
+            "The projector ticket was filed by the broken desk. {} {}",
+            long_text("Nothing relevant here at all."),
+            "Ticket ZX-4471 covers room five."
+        );
+        let items = vec![chunk(0, &text, 0)];
+        let pack = pack("projector ticket ZX-4471", MIN_BUDGET, &items);
+        let packed = passage(&pack.selected_nodes[0].text);
+        assert!(
+            packed.ends_with("Ticket ZX-4471 covers room five."),
+            "{packed}"
+        );
+        assert!(!packed.contains("projector"), "{packed}");
+    }
+
+    #[test]
+    fn no_match_keeps_the_prefix() {
+        let text = long_text("Another filler sentence without anything in it.");
+        let items = vec![chunk(0, &text, 500)];
+        let pack = pack("Where is the aquarium?", 200, &items);
+        let node = &pack.selected_nodes[0];
+        assert!(node.truncated);
+        assert!(text.starts_with(&node.text), "{}", node.text);
+        assert!(node.text.ends_with('.'));
+        let span = pack.citations[0].span.unwrap();
+        assert_eq!(span.0, 500);
+        assert_eq!(chars(&text, 500, span), node.text);
+    }
+
+    #[test]
+    fn whole_items_keep_their_span() {
+        let items = vec![chunk(0, RELEVANT, 40)];
+        let pack = pack("Which ticket tracks the projector?", 400, &items);
+        let node = &pack.selected_nodes[0];
+        assert!(!node.truncated);
+        assert_eq!(node.text, RELEVANT);
+        assert_eq!(pack.citations[0].span, items[0].point.span);
+    }
+
+    #[test]
+    fn duplicate_passages_are_packed_once() {
+        let text = long_text(RELEVANT);
+        let items = vec![
+            chunk(0, &text, 0),
+            chunk(1, &text, 0),
+            // The relevant sentence again, with other whitespace: contained in the first.
+            chunk(2, &RELEVANT.replace(' ', "  \n"), 0),
+            chunk(3, "An unrelated note about the ticket queue.", 0),
+        ];
+        let pack = pack("Which ticket tracks the broken projector?", 600, &items);
+        let refs: Vec<&str> = pack
+            .selected_nodes
+            .iter()
+            .map(|n| n.reference.as_str())
+            .collect();
+        assert_eq!(refs, vec![&items[0].reference, &items[3].reference]);
+        assert_eq!(pack.citations.len(), 2);
+    }
+
+    #[test]
+    fn containment_respects_word_boundaries() {
+        assert!(contained_in("the lamp.", "We replaced the lamp. Done."));
+        assert!(contained_in("a b", "a b"));
+        assert!(!contained_in("ok", "a book"));
+        assert!(!contained_in("lamp", "the lamp."));
+    }
+
+    #[test]
+    fn windows_grow_toward_the_better_neighbour() {
+        // Sentence 3 is best; sentence 4 outscores 2, then ties alternate after/before.
+        let scores = [0, 0, 0, 3, 1, 0, 0];
+        let w = grow_windows(3, &scores, |a, b| b - a < 4);
+        assert_eq!(w, vec![(3, 3), (3, 4), (2, 4), (2, 5)]);
+        // A side that does not fit is passed over for the other.
+        let w = grow_windows(3, &scores, |a, _| a >= 3);
+        assert_eq!(w, vec![(3, 3), (3, 4), (3, 5), (3, 6)]);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Long multi-sentence items under any budget: never over budget, the count exact,
+        /// and every cut node's span is exactly its passage.
+        #[test]
+        fn cut_passages_fit_and_cite_exactly(
+            texts in proptest::collection::vec(
+                proptest::collection::vec("[a-zé]{1,8}( [a-z0-9é-]{1,8}){2,14}[.!?]", 1..20),
+                1..6,
+            ),
+            budget in MIN_BUDGET..600usize,
+            pick in any::<proptest::sample::Index>(),
+            starts in proptest::collection::vec(0u64..10_000, 6),
+        ) {
+            let texts: Vec<String> = texts.iter().map(|s| s.join(" ")).collect();
+            let words: Vec<&str> = texts[pick.index(texts.len())].split_whitespace().collect();
+            let query = words.iter().skip(pick.index(words.len())).take(3).copied().collect::<Vec<_>>().join(" ");
+            let items: Vec<PackItem> = texts.iter().enumerate().map(|(i, t)| chunk(i as u32, t, starts[i])).collect();
+            let pack = pack(&query, budget, &items);
+            prop_assert!(pack.token_count <= budget);
+            for (node, cite) in pack.selected_nodes.iter().zip(&pack.citations) {
+                let i = items.iter().position(|it| it.reference == node.reference).unwrap();
+                let packed = passage(&node.text);
+                prop_assert_eq!(chars(&texts[i], starts[i], cite.span.unwrap()), packed);
+                prop_assert_eq!(node.truncated, packed != texts[i]);
+            }
+        }
+    }
 }

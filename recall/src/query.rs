@@ -111,6 +111,23 @@ pub fn identifiers(query: &str, max: usize) -> Vec<String> {
     out
 }
 
+/// Whether `identifier` (from [`identifiers`] of `query`) is specific enough that finding it
+/// verbatim is evidence on its own: it carries a digit or one of `_ . / -` inside a word
+/// ("INV-2024-001", "order_42", "v2.3"), or the query quotes it. A name or an acronym
+/// ("Caroline", "UK") is not: many unrelated texts share one.
+pub fn is_specific(identifier: &str, query: &str) -> bool {
+    let marked = identifier.split_whitespace().any(|w| {
+        w.chars().any(|c| c.is_ascii_digit())
+            || w.trim_matches(|c: char| !c.is_alphanumeric())
+                .contains(['_', '.', '/', '-'])
+    });
+    let quoted = ["\"", "“", "`", "'"].iter().any(|q| {
+        let close = if *q == "“" { "”" } else { q };
+        query.contains(&format!("{q}{identifier}{close}"))
+    });
+    marked || quoted
+}
+
 /// Key aspects of the query: its identifiers and its content words (stemmed, deduplicated).
 /// Each must be supported by some cited item for coverage to be `full`.
 pub fn aspects(query: &str, identifiers: &[String]) -> Vec<Aspect> {
@@ -153,11 +170,39 @@ pub struct Aspect {
 impl Aspect {
     /// Whether a text (given as its stem set) supports this aspect.
     pub fn supported_by(&self, item_stems: &std::collections::HashSet<String>) -> bool {
-        self.stems
-            .iter()
-            .all(|s| item_stems.contains(s) || item_stems.contains(&stem(s)))
+        self.stems.iter().all(|s| {
+            item_stems.contains(s)
+                || item_stems.contains(&stem(s))
+                || item_stems.iter().any(|t| same_root(s, t))
+        })
     }
 }
+
+/// Whether two stems are one word family the stemmer left apart: one is a prefix of the
+/// other ("keep" / "keeper": a root of at least [`MIN_ROOT`] characters plus at most
+/// [`MAX_SUFFIX`]), or both extend a common root of at least [`MIN_SHARED_ROOT`] characters
+/// by at most [`MAX_SUFFIX`] - 1 each ("embedding" / "embedder").
+fn same_root(a: &str, b: &str) -> bool {
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    let (ns, nl) = (short.chars().count(), long.chars().count());
+    if long.starts_with(short) {
+        return ns >= MIN_ROOT && nl - ns <= MAX_SUFFIX;
+    }
+    let shared = short
+        .chars()
+        .zip(long.chars())
+        .take_while(|(x, y)| x == y)
+        .count();
+    shared >= MIN_SHARED_ROOT && nl - shared < MAX_SUFFIX && ns - shared < MAX_SUFFIX
+}
+
+/// Shortest root [`same_root`] accepts as a prefix: shorter ones join unrelated words.
+const MIN_ROOT: usize = 4;
+/// Shortest common root of two words that both extend it ("format" / "formal" share five
+/// characters and are not one family).
+const MIN_SHARED_ROOT: usize = 6;
+/// Longest derivational suffix [`same_root`] accepts ("-er", "-ing", "-ment", "-ation").
+const MAX_SUFFIX: usize = 5;
 
 #[cfg(test)]
 mod tests {
@@ -189,6 +234,33 @@ mod tests {
         );
         assert!(identifiers("A B C D E F G H I J K L M N O P Q R", 3).len() <= 3);
         assert!(identifiers("ticket ZX-4471 for Alex", 0).is_empty());
+    }
+
+    #[test]
+    fn specific_identifiers_are_ids_and_quotes_not_names() {
+        let q = r#"Where is INV-2024-001, order_42 and "blue harbor" for Caroline in the UK?"#;
+        assert!(is_specific("INV-2024-001", q));
+        assert!(is_specific("order_42", q));
+        assert!(is_specific("blue harbor", q));
+        assert!(!is_specific("Caroline", q));
+        assert!(!is_specific("UK", q));
+    }
+
+    #[test]
+    fn a_word_family_supports_its_members() {
+        let q = "Who keeps the Skerryvore lighthouse?";
+        let a = aspects(q, &identifiers(q, 8));
+        let item: std::collections::HashSet<String> =
+            crate::text::content_stems("The keeper of the Skerryvore lighthouse is Morag Dunbar.")
+                .into_iter()
+                .collect();
+        assert!(a.iter().all(|a| a.supported_by(&item)), "{a:?} vs {item:?}");
+        // Short roots do not join unrelated words.
+        assert!(!same_root("car", "card"));
+        assert!(same_root("embed", "embedding"));
+        assert!(!same_root("form", "formulation"));
+        assert!(same_root("embedding", "embedder"));
+        assert!(!same_root("format", "formal"));
     }
 
     #[test]

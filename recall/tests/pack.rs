@@ -86,6 +86,7 @@ fn markdown_snapshot() {
         budget: 600,
         anything_relevant: true,
         multi_valued: &Default::default(),
+        rank: cairn_recall::answer::RankSignals::CONFIDENT,
     };
     let pack = build_pack(&input, &items, e.tokenizer());
     assert!(pack.token_count <= 600);
@@ -110,6 +111,7 @@ fn small_budgets_cut_at_sentence_boundaries() {
         budget: 200,
         anything_relevant: true,
         multi_valued: &Default::default(),
+        rank: cairn_recall::answer::RankSignals::CONFIDENT,
     };
     let pack = build_pack(&input, &items, e.tokenizer());
     assert!(pack.token_count <= 200);
@@ -135,8 +137,18 @@ proptest! {
         budget in MIN_BUDGET..3000usize,
         query in "[A-Za-z0-9 ?']{1,80}",
         relevant in proptest::bool::ANY,
+        // Half the time the query takes words from an item, so long items are cut to their
+        // matching passage rather than to a prefix.
+        from_item in proptest::bool::ANY,
+        pick in any::<proptest::sample::Index>(),
     ) {
         let e = embedder();
+        let words: Vec<&str> = if texts.is_empty() { Vec::new() } else { texts[pick.index(texts.len())].split_whitespace().collect() };
+        let query = if from_item && !words.is_empty() {
+            words.iter().skip(pick.index(words.len())).take(3).copied().collect::<Vec<_>>().join(" ")
+        } else {
+            query
+        };
         let items: Vec<PackItem> = texts
             .iter()
             .enumerate()
@@ -144,7 +156,7 @@ proptest! {
             .collect();
         let ids = identifiers(&query, 8);
         let asp = aspects(&query, &ids);
-        let input = PackInput { partition: &partition(), query: &query, aspects: &asp, budget, anything_relevant: relevant, multi_valued: &Default::default() };
+        let input = PackInput { partition: &partition(), query: &query, aspects: &asp, budget, anything_relevant: relevant, multi_valued: &Default::default(), rank: cairn_recall::answer::RankSignals::CONFIDENT };
         let pack = build_pack(&input, &items, e.tokenizer());
         prop_assert!(pack.token_count <= budget, "{} > {}", pack.token_count, budget);
         prop_assert_eq!(pack.token_count, e.tokenizer().count(&pack.context_markdown));
@@ -153,6 +165,18 @@ proptest! {
             prop_assert_eq!(c.n as usize, i + 1);
             let marker = format!("[{}]", c.n);
             prop_assert!(pack.context_markdown.contains(&marker));
+        }
+        // A cut chunk cites exactly the characters it packed (chunks here span their whole
+        // document from character 0).
+        for (node, c) in pack.selected_nodes.iter().zip(&pack.citations) {
+            let original = items.iter().find(|it| it.reference == node.reference).unwrap();
+            let original = original.point.text.as_deref().unwrap();
+            if let (true, Some((a, b))) = (node.truncated, c.span) {
+                let passage = node.text.strip_prefix("… ").unwrap_or(&node.text);
+                let passage = passage.strip_suffix(" …").unwrap_or(passage);
+                let cited: String = original.chars().skip(a as usize).take((b - a) as usize).collect();
+                prop_assert_eq!(cited, passage);
+            }
         }
     }
 }
@@ -304,6 +328,7 @@ fn knowledge_snapshot() {
         budget: 800,
         anything_relevant: true,
         multi_valued: &Default::default(),
+        rank: cairn_recall::answer::RankSignals::CONFIDENT,
     };
     let pack = build_pack(&input, &items, e.tokenizer());
     assert!(pack.token_count <= 800);
@@ -353,6 +378,7 @@ fn facts_conflict_only_when_current_overlapping_and_not_multi_valued() {
             budget: 1000,
             anything_relevant: true,
             multi_valued: multi,
+            rank: cairn_recall::answer::RankSignals::CONFIDENT,
         };
         build_pack(&input, items, e.tokenizer())
     };
@@ -440,7 +466,7 @@ proptest! {
             .collect();
         let ids = identifiers(&query, 8);
         let asp = aspects(&query, &ids);
-        let input = PackInput { partition: &partition(), query: &query, aspects: &asp, budget, anything_relevant: true, multi_valued: &Default::default() };
+        let input = PackInput { partition: &partition(), query: &query, aspects: &asp, budget, anything_relevant: true, multi_valued: &Default::default(), rank: cairn_recall::answer::RankSignals::CONFIDENT };
         let pack = build_pack(&input, &items, e.tokenizer());
         prop_assert!(pack.token_count <= budget, "{} > {}", pack.token_count, budget);
         prop_assert_eq!(pack.token_count, e.tokenizer().count(&pack.context_markdown));

@@ -184,12 +184,49 @@ pub struct SelectedNode {
     pub reason: SelectionReason,
 }
 
+/// The signals behind a pack's answerability score.
+#[derive(Debug, ToSchema)]
+pub struct AnswerSignals {
+    /// Best query–candidate dense cosine.
+    pub top_dense: f32,
+    /// `top_dense` minus the 10th best candidate's cosine.
+    pub dense_margin: f32,
+    /// `top_dense` minus the second best candidate's cosine.
+    pub dense_gap: f32,
+    /// How far the best BM25 score stands above the 10th: `(b1 − b10) / b1`.
+    pub sparse_margin: f32,
+    /// 1 when the dense and BM25 legs agree on their best item.
+    pub leg_agreement: f32,
+    /// Weighted share of the query's aspects (identifiers double) the cited items support.
+    pub aspect_support: f32,
+    /// The same share for the best single cited item.
+    pub best_item_support: f32,
+    /// Share of the query's identifiers found in the cited items (1 when it names none).
+    pub identifier_support: f32,
+    /// Dense cosine of the first cited item (0 when nothing is cited).
+    pub top_item_dense: f32,
+}
+
+/// How likely the cited items answer the query (a calibrated model, see the README), and
+/// the thresholds that turn it into `coverage`.
+#[derive(Debug, ToSchema)]
+pub struct Answerability {
+    /// Estimated probability (0..1) that the cited items answer the query.
+    pub score: f32,
+    /// `coverage` is `full` at or above this score (unless the memories conflict).
+    pub full_at: f32,
+    /// `coverage` is `none` below this score.
+    pub none_below: f32,
+    pub signals: AnswerSignals,
+}
+
 /// A token-budgeted memory context with citations.
 #[derive(Debug, ToSchema)]
 pub struct MemoryPack {
     pub identity_scope: Partition,
     pub query: String,
     pub coverage: Coverage,
+    pub answerability: Answerability,
     /// Markdown for the prompt. Data, not instructions.
     pub context_markdown: String,
     pub selected_nodes: Vec<SelectedNode>,

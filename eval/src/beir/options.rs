@@ -58,6 +58,8 @@ pub struct BeirOptions {
     /// Queries whose relevant documents are deleted at the end and asked again as in-domain
     /// unanswerable probes (0: none).
     pub holdout: usize,
+    /// Write every query's leg lists here (JSON lines, see `Retriever::dump_legs`).
+    pub dump_legs: Option<PathBuf>,
 }
 
 impl BeirOptions {
@@ -75,6 +77,7 @@ impl BeirOptions {
             probes: None,
             probe_limit: 200,
             holdout: 100,
+            dump_legs: None,
         }
     }
 }

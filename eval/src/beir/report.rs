@@ -8,7 +8,9 @@ use serde::Serialize;
 use super::options::DocMode;
 use crate::chart::{self, BarSeries};
 use crate::metrics::{mean, Latency};
-use crate::packs::{pack_curve, PackReport};
+use crate::packs::{
+    pack_curve, reliability_curves, PackRecallRatio, PackReport, Recall10Reference,
+};
 use crate::report::{f3, sanitize, RunInfo};
 use crate::retrieval::{Fusion, Mode, QueryScores};
 use crate::stack::Optimize;
@@ -72,8 +74,9 @@ pub struct SweepRow {
     pub summary: ModeSummary,
 }
 
-/// The report of a BEIR run.
-#[derive(Debug, Clone, Serialize)]
+/// The report of a BEIR run. Its JSON has every field below plus `pack_recall_ratio`
+/// ([`BeirReport::pack_recall_ratio`]).
+#[derive(Debug, Clone)]
 pub struct BeirReport {
     pub run: RunInfo,
     pub dataset: String,
@@ -95,6 +98,78 @@ pub struct BeirReport {
     pub references: Vec<Reference>,
     pub sweep: Vec<SweepRow>,
     pub packs: Option<PackReport>,
+}
+
+/// The JSON form of [`BeirReport`]: its fields, then `pack_recall_ratio`.
+#[derive(Serialize)]
+struct BeirReportJson<'a> {
+    run: &'a RunInfo,
+    dataset: &'a str,
+    split: &'a str,
+    doc_mode: &'a DocMode,
+    selection: &'a str,
+    queries: usize,
+    judged_queries_total: usize,
+    corpus_documents: usize,
+    corpus_total: usize,
+    depth: usize,
+    fusion: &'a Fusion,
+    ingest: &'a IngestSummary,
+    query_embedding: &'a Latency,
+    modes: &'a [ModeSummary],
+    references: &'a [Reference],
+    sweep: &'a [SweepRow],
+    packs: &'a Option<PackReport>,
+    pack_recall_ratio: Option<PackRecallRatio>,
+}
+
+impl Serialize for BeirReport {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        // Destructured in full so that a new field cannot be left out of the JSON.
+        let BeirReport {
+            run,
+            dataset,
+            split,
+            doc_mode,
+            selection,
+            queries,
+            judged_queries_total,
+            corpus_documents,
+            corpus_total,
+            depth,
+            fusion,
+            ingest,
+            query_embedding,
+            modes,
+            references,
+            sweep,
+            packs,
+        } = self;
+        BeirReportJson {
+            run,
+            dataset,
+            split,
+            doc_mode,
+            selection,
+            queries: *queries,
+            judged_queries_total: *judged_queries_total,
+            corpus_documents: *corpus_documents,
+            corpus_total: *corpus_total,
+            depth: *depth,
+            fusion,
+            ingest,
+            query_embedding,
+            modes,
+            references,
+            sweep,
+            packs,
+            pack_recall_ratio: self.pack_recall_ratio(),
+        }
+        .serialize(serializer)
+    }
 }
 
 /// Published SciFact figures (the data folder's README; MTEB results).
@@ -143,12 +218,29 @@ pub fn references(dataset: &str, split: &str) -> Vec<Reference> {
 
 fn fusion_label(f: &Fusion) -> String {
     format!(
-        "RRF k {}, dense weight {}, sparse weight {}, identifiers {}",
-        f.rrf_k, f.dense_weight, f.sparse_weight, f.identifiers
+        "recall path: dense share {} (short items) to {} (long items), identifiers {} (weight {}); Qdrant-side RRF: k {}, dense weight {}, sparse weight {}",
+        f.dense_short, f.dense_long, f.identifiers, f.identifier_weight, f.rrf_k, f.dense_weight, f.sparse_weight
     )
 }
 
 impl BeirReport {
+    /// The `hybrid` mode's Recall@10: the packs are built for the same queries.
+    pub fn pack_recall_reference(&self) -> Option<Recall10Reference> {
+        let m = self.modes.iter().find(|m| m.mode == Mode::Hybrid)?;
+        Some(Recall10Reference {
+            label: "`hybrid` mode (the recall path), same queries".into(),
+            queries: m.queries,
+            recall10: m.recall10,
+        })
+    }
+
+    /// Pack evidence recall at 1,000 tokens over the `hybrid` Recall@10.
+    pub fn pack_recall_ratio(&self) -> Option<PackRecallRatio> {
+        self.packs
+            .as_ref()?
+            .recall_ratio(self.pack_recall_reference()?)
+    }
+
     /// The sweep setting with the best nDCG@10 (the first on ties).
     pub fn best_sweep(&self) -> Option<&SweepRow> {
         self.sweep
@@ -261,15 +353,14 @@ impl BeirReport {
             md.push_str(".\n");
         }
         if let Some(best) = self.best_sweep() {
-            md.push_str("\n## Fusion sweep (`hybrid` mode, tuned on this split)\n\n`identifiers` = `RecallConfig::max_identifiers` (0: no identifier probes).\n\n| RRF k | dense weight | sparse weight | identifiers | nDCG@10 | Recall@10 | Recall@100 | MRR@10 |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+            md.push_str("\n## Fusion sweep (`hybrid` mode, tuned on this split)\n\n`identifiers` = `RecallConfig::max_identifiers` (0: no identifier probes).\n\n| dense share (short) | dense share (long) | identifiers | nDCG@10 | Recall@10 | Recall@100 | MRR@10 |\n|---:|---:|---:|---:|---:|---:|---:|\n");
             for r in &self.sweep {
                 let mark = if std::ptr::eq(r, best) { "**" } else { "" };
                 let m = &r.summary;
                 md.push_str(&format!(
-                    "| {} | {} | {} | {} | {mark}{:.3}{mark} | {:.3} | {:.3} | {:.3} |\n",
-                    r.fusion.rrf_k,
-                    r.fusion.dense_weight,
-                    r.fusion.sparse_weight,
+                    "| {} | {} | {} | {mark}{:.3}{mark} | {:.3} | {:.3} | {:.3} |\n",
+                    r.fusion.dense_short,
+                    r.fusion.dense_long,
                     r.fusion.identifiers,
                     m.ndcg10,
                     m.recall10,
@@ -280,14 +371,14 @@ impl BeirReport {
         }
         if let Some(p) = &self.packs {
             md.push_str("\n## MemoryPacks\n\n");
-            md.push_str(&p.markdown());
+            md.push_str(&p.markdown_with(self.pack_recall_ratio().as_ref()));
         }
         md
     }
 }
 
 /// Writes a BEIR report to `dir`: `<stem>.json`, `<stem>.md`, `<stem>-modes.svg` and, with
-/// packs, `<stem>-packs.svg`. Returns the paths written.
+/// packs, `<stem>-packs.svg` and `<stem>-reliability.svg`. Returns the paths written.
 pub fn write_beir(report: &BeirReport, dir: &Path) -> Result<Vec<PathBuf>> {
     let stem = report.stem();
     let mut out = vec![
@@ -319,8 +410,8 @@ pub fn write_beir(report: &BeirReport, dir: &Path) -> Result<Vec<PathBuf>> {
         let m = &best.summary;
         series.push(BarSeries {
             name: format!(
-                "Cairn hybrid, tuned (k {}, sparse weight {}, identifiers {})",
-                best.fusion.rrf_k, best.fusion.sparse_weight, best.fusion.identifiers
+                "Cairn hybrid, tuned (dense share {}–{}, identifiers {})",
+                best.fusion.dense_short, best.fusion.dense_long, best.fusion.identifiers
             ),
             values: vec![
                 Some(m.ndcg10),
@@ -356,6 +447,18 @@ pub fn write_beir(report: &BeirReport, dir: &Path) -> Result<Vec<PathBuf>> {
             "mean tokens used by the pack",
             "relevant evidence cited (fraction)",
             &[pack_curve(&report.dataset, p)],
+        )?;
+        out.push(svg);
+        let svg = dir.join(format!("{stem}-reliability.svg"));
+        chart::curves(
+            &svg,
+            &format!(
+                "{}: answerability score reliability (budget {})",
+                report.dataset, p.calibration.budget
+            ),
+            "mean answerability score (per bin)",
+            "answerable with evidence cited (fraction)",
+            &reliability_curves(&p.calibration),
         )?;
         out.push(svg);
     }

@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::chart::{self, BarSeries};
 use crate::data::locomo::category_name;
 use crate::metrics::{mean, Latency};
-use crate::packs::PackReport;
+use crate::packs::{reliability_curves, PackRecallRatio, PackReport, Recall10Reference};
 use crate::report::{f3, RunInfo};
 use crate::retrieval::{Fusion, Mode, QueryScores, QuerySpec};
 use crate::Result;
@@ -49,8 +49,9 @@ pub struct LocomoMode {
     pub latency: Latency,
 }
 
-/// The report of a LoCoMo run.
-#[derive(Debug, Clone, Serialize)]
+/// The report of a LoCoMo run. Its JSON has every field below plus `pack_recall_ratio`
+/// ([`LocomoReport::pack_recall_ratio`]).
+#[derive(Debug, Clone)]
 pub struct LocomoReport {
     pub run: RunInfo,
     pub data: String,
@@ -63,6 +64,89 @@ pub struct LocomoReport {
     pub fusion: Fusion,
     pub modes: Vec<LocomoMode>,
     pub packs: Option<PackReport>,
+}
+
+/// The JSON form of [`LocomoReport`]: its fields, then `pack_recall_ratio`.
+#[derive(Serialize)]
+struct LocomoReportJson<'a> {
+    run: &'a RunInfo,
+    data: &'a str,
+    conversations: &'a [String],
+    messages: usize,
+    questions: usize,
+    skipped_questions: usize,
+    ingest_seconds: f64,
+    vectors_computed: u64,
+    fusion: &'a Fusion,
+    modes: &'a [LocomoMode],
+    packs: &'a Option<PackReport>,
+    pack_recall_ratio: Option<PackRecallRatio>,
+}
+
+impl Serialize for LocomoReport {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        // Destructured in full so that a new field cannot be left out of the JSON.
+        let LocomoReport {
+            run,
+            data,
+            conversations,
+            messages,
+            questions,
+            skipped_questions,
+            ingest_seconds,
+            vectors_computed,
+            fusion,
+            modes,
+            packs,
+        } = self;
+        LocomoReportJson {
+            run,
+            data,
+            conversations,
+            messages: *messages,
+            questions: *questions,
+            skipped_questions: *skipped_questions,
+            ingest_seconds: *ingest_seconds,
+            vectors_computed: *vectors_computed,
+            fusion,
+            modes,
+            packs,
+            pack_recall_ratio: self.pack_recall_ratio(),
+        }
+        .serialize(serializer)
+    }
+}
+
+/// Categories whose questions make the pack evaluation's answerable set.
+const PACK_CATEGORIES: std::ops::RangeInclusive<u8> = 1..=4;
+
+/// Recall@10 over the categories in `PACK_CATEGORIES`, weighted by their question counts;
+/// `None` without such questions. Categories are named `"<number> <name>"`.
+fn recall10_over_pack_categories(mode: &LocomoMode) -> Option<(usize, f64)> {
+    let rows: Vec<&CategoryScores> = mode
+        .categories
+        .iter()
+        .filter(|c| {
+            c.category
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<u8>().ok())
+                .is_some_and(|n| PACK_CATEGORIES.contains(&n))
+        })
+        .collect();
+    let n: usize = rows.iter().map(|c| c.questions).sum();
+    (n > 0).then(|| {
+        (
+            n,
+            rows.iter()
+                .map(|c| c.recall10 * c.questions as f64)
+                .sum::<f64>()
+                / n as f64,
+        )
+    })
 }
 
 fn aggregate(
@@ -107,6 +191,27 @@ impl LocomoMode {
 }
 
 impl LocomoReport {
+    /// The `hybrid` mode's Recall@10 over categories 1–4 (the pack evaluation's answerable
+    /// questions), weighted by question count.
+    pub fn pack_recall_reference(&self) -> Option<Recall10Reference> {
+        let m = self.modes.iter().find(|m| m.mode == Mode::Hybrid)?;
+        let (questions, recall10) = recall10_over_pack_categories(m)?;
+        Some(Recall10Reference {
+            label:
+                "`hybrid` mode (the recall path) over categories 1–4, weighted by question count"
+                    .into(),
+            queries: questions,
+            recall10,
+        })
+    }
+
+    /// Pack evidence recall at 1,000 tokens over the `hybrid` Recall@10 of categories 1–4.
+    pub fn pack_recall_ratio(&self) -> Option<PackRecallRatio> {
+        self.packs
+            .as_ref()?
+            .recall_ratio(self.pack_recall_reference()?)
+    }
+
     pub fn stem(&self) -> String {
         "locomo".into()
     }
@@ -114,7 +219,7 @@ impl LocomoReport {
     pub fn markdown(&self) -> String {
         let mut md = format!("# LoCoMo retrieval\n\n{}\n", self.run.markdown());
         md.push_str(&format!(
-            "\n## Data\n\n- `{}`: conversations {} — {} messages recorded with `Ingestor::record_messages` in {:.1} s ({} vectors computed, the rest from the embedding cache).\n- {} questions evaluated ({} skipped: no usable evidence id); each question is retrieved within its own conversation and scored against its evidence turns.\n- Fusion of the hybrid modes: RRF k = {}, dense weight {}, sparse weight {}, identifiers {}. Ranking depth 100.\n- Published figures are MTEB/LMEB LoCoMo nDCG@10 on all 10 conversations; ours are on the conversations above.\n",
+            "\n## Data\n\n- `{}`: conversations {} — {} messages recorded with `Ingestor::record_messages` in {:.1} s ({} vectors computed, the rest from the embedding cache).\n- {} questions evaluated ({} skipped: no usable evidence id); each question is retrieved within its own conversation and scored against its evidence turns.\n- Fusion: `hybrid` (the recall path) dense share {} (short items) to {} (long items), identifiers {} (weight {}); `hybrid-qdrant` RRF k = {}, dense weight {}, sparse weight {}. Ranking depth 100.\n- Published figures are MTEB/LMEB LoCoMo nDCG@10 on all 10 conversations; ours are on the conversations above.\n",
             self.data,
             self.conversations.join(", "),
             self.messages,
@@ -122,10 +227,13 @@ impl LocomoReport {
             self.vectors_computed,
             self.questions,
             self.skipped_questions,
+            self.fusion.dense_short,
+            self.fusion.dense_long,
+            self.fusion.identifiers,
+            self.fusion.identifier_weight,
             self.fusion.rrf_k,
             self.fusion.dense_weight,
-            self.fusion.sparse_weight,
-            self.fusion.identifiers
+            self.fusion.sparse_weight
         ));
         md.push_str("\n## nDCG@10 per category\n\n| category | questions |");
         for m in &self.modes {
@@ -171,14 +279,14 @@ impl LocomoReport {
         md.push_str("\nQuery vectors come from the embedding cache (see the BEIR report for the model's query embedding latency).\n");
         if let Some(p) = &self.packs {
             md.push_str("\n## MemoryPacks\n\n");
-            md.push_str(&p.markdown());
+            md.push_str(&p.markdown_with(self.pack_recall_ratio().as_ref()));
         }
         md
     }
 }
 
 /// Writes a LoCoMo report to `dir`: `locomo.json`, `locomo.md`, `locomo-categories.svg`
-/// and, with packs, `locomo-packs.svg`.
+/// and, with packs, `locomo-packs.svg` and `locomo-reliability.svg`.
 pub fn write_locomo(report: &LocomoReport, dir: &Path) -> Result<Vec<PathBuf>> {
     let stem = report.stem();
     let mut out = vec![
@@ -245,6 +353,58 @@ pub fn write_locomo(report: &LocomoReport, dir: &Path) -> Result<Vec<PathBuf>> {
             &[crate::packs::pack_curve("locomo", p)],
         )?;
         out.push(svg);
+        let svg = dir.join(format!("{stem}-reliability.svg"));
+        chart::curves(
+            &svg,
+            &format!(
+                "LoCoMo: answerability score reliability (budget {})",
+                p.calibration.budget
+            ),
+            "mean answerability score (per bin)",
+            "answerable with evidence cited (fraction)",
+            &reliability_curves(&p.calibration),
+        )?;
+        out.push(svg);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cat(category: &str, questions: usize, recall10: f64) -> CategoryScores {
+        CategoryScores {
+            category: category.into(),
+            questions,
+            ndcg10: 0.0,
+            recall5: 0.0,
+            recall10,
+            mrr10: 0.0,
+            published_dense: None,
+            published_bm25: None,
+        }
+    }
+
+    #[test]
+    fn pack_reference_weights_categories_one_to_four() {
+        let mode = LocomoMode {
+            mode: Mode::Hybrid,
+            categories: vec![
+                cat("1 multi-hop", 10, 0.5),
+                cat("2 temporal", 30, 0.9),
+                cat("5 adversarial", 50, 0.0),
+            ],
+            overall: cat("overall", 90, 0.4),
+            latency: Latency::of(&[]),
+        };
+        let (n, r) = recall10_over_pack_categories(&mode).unwrap();
+        assert_eq!(n, 40);
+        assert!((r - (10.0 * 0.5 + 30.0 * 0.9) / 40.0).abs() < 1e-12, "{r}");
+        let only_adversarial = LocomoMode {
+            categories: vec![cat("5 adversarial", 5, 0.3)],
+            ..mode
+        };
+        assert!(recall10_over_pack_categories(&only_adversarial).is_none());
+    }
 }

@@ -1,0 +1,271 @@
+//! Answerability: how likely the cited items answer the query, as a calibrated score, and
+//! the coverage rating derived from it. A pure function of signals the read path already
+//! has; no model call, no I/O.
+//!
+//! # Signals
+//!
+//! - from the ranking ([`RankSignals`], computed by [`crate::Recaller`] from every candidate
+//!   before selection): the best dense cosine, its margin over the 10th best (a real answer
+//!   stands out; a topical neighbour is one of many), and whether the two legs agree on
+//!   their best item;
+//! - from the packed text ([`lexical_signals`]): the weighted share of the query's aspects
+//!   (content words, identifiers counted twice) that the cited items support together, that
+//!   the best single item supports, and the share of identifiers found.
+//!
+//! # Model
+//!
+//! A logistic regression over those signals, `p = σ(b + Σ wᵢ·xᵢ)`, fitted on training data
+//! only (SciFact train and LoCoMo conversations 1–5: answerable queries against in-domain
+//! unanswerable probes whose evidence was deleted and foreign probes; the fit and its figures
+//! are in `eval/results/README.md`). Coverage is `full` at `p ≥` [`FULL_AT`], `none` below
+//! [`NONE_BELOW`], `partial` between; both thresholds were chosen on the same data for the
+//! targets "`full` on at most 3 % of unanswerable probes" and "`none` on most of them".
+
+use std::collections::HashSet;
+
+use cairn_models::{AnswerSignals, Coverage};
+
+use crate::query::Aspect;
+
+/// Ranking signals of one recall.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RankSignals {
+    /// Best dense cosine among the candidates.
+    pub top_dense: f32,
+    /// `top_dense` minus the 10th best dense cosine (or the last, with fewer).
+    pub dense_margin: f32,
+    /// `top_dense` minus the second best dense cosine.
+    pub dense_gap: f32,
+    /// `(b1 − b10) / b1` of the BM25 scores (the 10th or the last; 0 without a match).
+    pub sparse_margin: f32,
+    /// 1 when the dense leg's best item is among the sparse leg's first three, or the other
+    /// way round; else 0.
+    pub leg_agreement: f32,
+}
+
+impl RankSignals {
+    /// A confident retrieval (a clear dense match both legs agree on): for packs built from
+    /// items that did not come through a ranking, such as tests of the pack alone.
+    pub const CONFIDENT: RankSignals = RankSignals {
+        top_dense: 0.9,
+        dense_margin: 0.2,
+        dense_gap: 0.1,
+        sparse_margin: 0.5,
+        leg_agreement: 1.0,
+    };
+
+    /// From the dense cosines and BM25 scores (each best first) and the two legs' first
+    /// items.
+    pub fn of<K: PartialEq>(
+        dense_scores: &[f32],
+        sparse_scores: &[f32],
+        dense_top: &[K],
+        sparse_top: &[K],
+    ) -> Self {
+        let top_dense = dense_scores.first().copied().unwrap_or(0.0);
+        let tenth = |xs: &[f32]| xs.get(9).or(xs.last()).copied().unwrap_or(0.0);
+        let b1 = sparse_scores.first().copied().unwrap_or(0.0);
+        let sparse_margin = if b1 > 0.0 {
+            ((b1 - tenth(sparse_scores)) / b1).clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        let agree = |a: &[K], b: &[K]| a.first().is_some_and(|x| b.iter().take(3).any(|y| y == x));
+        RankSignals {
+            top_dense,
+            dense_margin: (top_dense - tenth(dense_scores)).max(0.0),
+            dense_gap: (top_dense - dense_scores.get(1).copied().unwrap_or(top_dense)).max(0.0),
+            sparse_margin,
+            leg_agreement: if agree(dense_top, sparse_top) || agree(sparse_top, dense_top) {
+                1.0
+            } else {
+                0.0
+            },
+        }
+    }
+}
+
+/// Weight of an identifier aspect relative to a content word.
+const IDENTIFIER_WEIGHT: f32 = 2.0;
+
+/// `(aspect_support, best_item_support, identifier_support)` of the cited items, given as
+/// their stem sets. With no aspect at all every share is 1 (nothing is left unsupported).
+pub fn lexical_signals(aspects: &[Aspect], items: &[&HashSet<String>]) -> (f32, f32, f32) {
+    let weight = |a: &Aspect| if a.identifier { IDENTIFIER_WEIGHT } else { 1.0 };
+    let total: f32 = aspects.iter().map(weight).sum();
+    if total <= 0.0 {
+        return (1.0, 1.0, 1.0);
+    }
+    let union: f32 = aspects
+        .iter()
+        .filter(|a| items.iter().any(|s| a.supported_by(s)))
+        .map(weight)
+        .sum();
+    let best: f32 = items
+        .iter()
+        .map(|s| {
+            aspects
+                .iter()
+                .filter(|a| a.supported_by(s))
+                .map(weight)
+                .sum::<f32>()
+        })
+        .fold(0.0, f32::max);
+    let idents: Vec<&Aspect> = aspects.iter().filter(|a| a.identifier).collect();
+    let ident_share = if idents.is_empty() {
+        1.0
+    } else {
+        idents
+            .iter()
+            .filter(|a| items.iter().any(|s| a.supported_by(s)))
+            .count() as f32
+            / idents.len() as f32
+    };
+    (union / total, best / total, ident_share)
+}
+
+/// Coefficients of the model: intercept, then one per signal in the order of
+/// [`features`]. Fitted by weighted logistic regression (scikit-learn, C = 1): the positive
+/// class is an answerable query whose judged evidence is cited; each corpus weighs the
+/// same, and within it the positives and each probe set (foreign, held-out or
+/// cross-conversation) weigh equally. `top_dense` and `top_item_dense` are nearly
+/// collinear, hence their opposite signs.
+#[allow(clippy::approx_constant)] // fitted values; 0.318 is not 1/π
+const COEF: [f32; 10] = [
+    -3.968, -3.779, 5.379, 3.187, 3.676, 0.552, 3.363, 0.318, -0.822, 3.921,
+];
+
+/// `coverage` is `full` at or above this score: the lowest threshold (step 0.025) at which
+/// every unanswerable training set is rated `full` at most 3 % of the time (SciFact
+/// held-out 2 %, LoCoMo cross-conversation 0 %, foreign probes 0 %).
+pub const FULL_AT: f32 = 0.85;
+/// `coverage` is `none` below this score: the highest threshold (step 0.1) that rates at
+/// most 10 % of answerable training queries `none` (SciFact 9 %, LoCoMo 10 %).
+pub const NONE_BELOW: f32 = 0.3;
+
+fn features(s: &AnswerSignals) -> [f32; 9] {
+    [
+        s.top_dense,
+        s.dense_margin,
+        s.dense_gap,
+        s.sparse_margin,
+        s.leg_agreement,
+        s.aspect_support,
+        s.best_item_support,
+        s.identifier_support,
+        s.top_item_dense,
+    ]
+}
+
+/// The estimated probability that the cited items answer the query.
+pub fn score(s: &AnswerSignals) -> f32 {
+    let z = COEF[0]
+        + features(s)
+            .iter()
+            .zip(&COEF[1..])
+            .map(|(x, w)| x * w)
+            .sum::<f32>();
+    let p = 1.0 / (1.0 + (-z).exp());
+    if p.is_finite() {
+        p
+    } else {
+        0.0
+    }
+}
+
+/// The rating of a score.
+pub fn coverage(score: f32) -> Coverage {
+    if score >= FULL_AT {
+        Coverage::Full
+    } else if score < NONE_BELOW {
+        Coverage::None
+    } else {
+        Coverage::Partial
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::query::{aspects, identifiers};
+    use crate::text::content_stems;
+
+    fn stems(t: &str) -> HashSet<String> {
+        content_stems(t).into_iter().collect()
+    }
+
+    #[test]
+    fn lexical_signals_weigh_identifiers_double() {
+        let q = "Who keeps the Skerryvore lighthouse?";
+        let a = aspects(q, &identifiers(q, 8));
+        let item = stems("The keeper of the Skerryvore lighthouse is Morag Dunbar.");
+        let (union, best, ident) = lexical_signals(&a, &[&item]);
+        assert_eq!((union, best, ident), (1.0, 1.0, 1.0));
+        let other = stems("The lighthouse at the harbour was repainted.");
+        let (union, _, ident) = lexical_signals(&a, &[&other]);
+        assert!(union < 0.6, "{union}");
+        assert_eq!(ident, 0.0);
+    }
+
+    #[test]
+    fn word_families_count_as_support() {
+        let q = "How are embeddings kept off the async runtime?";
+        let a = aspects(q, &identifiers(q, 8));
+        let item = stems("Embedder is a handle to one ONNX session on its own OS thread. Async callers send jobs over a queue.");
+        let supported: Vec<&str> = a
+            .iter()
+            .filter(|x| x.supported_by(&item))
+            .map(|x| x.label.as_str())
+            .collect();
+        assert_eq!(supported, vec!["embeddings", "async"], "{a:?} {item:?}");
+    }
+
+    #[test]
+    fn no_aspect_means_nothing_unsupported() {
+        assert_eq!(lexical_signals(&[], &[]), (1.0, 1.0, 1.0));
+    }
+
+    #[test]
+    fn rank_signals_measure_margin_and_agreement() {
+        let scores = [0.9, 0.8, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7, 0.6, 0.5];
+        let bm25 = [20.0, 10.0, 5.0];
+        let r = RankSignals::of(&scores, &bm25, &["a", "b"], &["c", "a"]);
+        assert!((r.dense_margin - 0.3).abs() < 1e-6);
+        assert!((r.dense_gap - 0.1).abs() < 1e-6);
+        assert!((r.sparse_margin - 0.75).abs() < 1e-6);
+        assert_eq!(r.leg_agreement, 1.0);
+        let r = RankSignals::of(&scores[..2], &[], &["a"], &["x", "y", "z", "a"]);
+        assert!((r.dense_margin - 0.1).abs() < 1e-6);
+        assert_eq!(r.sparse_margin, 0.0);
+        assert_eq!(r.leg_agreement, 0.0);
+        assert_eq!(
+            RankSignals::of::<&str>(&[], &[], &[], &[]),
+            RankSignals::default()
+        );
+    }
+
+    #[test]
+    fn score_is_a_probability_and_monotone_in_each_signal() {
+        let base = AnswerSignals::default();
+        let p0 = score(&base);
+        assert!((0.0..=1.0).contains(&p0));
+        let better = AnswerSignals {
+            dense_margin: 0.2,
+            ..base
+        };
+        assert!(score(&better) >= p0);
+        let better = AnswerSignals {
+            aspect_support: 1.0,
+            ..base
+        };
+        assert!(score(&better) >= p0);
+    }
+
+    #[test]
+    fn thresholds_split_the_scale() {
+        assert_eq!(coverage(0.0), Coverage::None);
+        assert_eq!(coverage(NONE_BELOW), Coverage::Partial);
+        assert_eq!(coverage(FULL_AT), Coverage::Full);
+        assert_eq!(coverage(1.0), Coverage::Full);
+    }
+}
