@@ -112,7 +112,9 @@ struct Included {
     /// The passage with whitespace runs collapsed, for spotting duplicate evidence.
     normalized: String,
     frames: Vec<Frame>,
-    stems: HashSet<String>,
+    /// Per query aspect (in `PackInput::aspects` order), whether this text supports it:
+    /// computed once per candidate, read by every coverage assessment after.
+    supports: Vec<bool>,
     /// Estimated tokens of the item's block.
     block_tokens: usize,
 }
@@ -296,6 +298,9 @@ pub fn build_pack(
     let mut included: Vec<Included> = Vec::new();
     let mut base_conflicts: Vec<Conflict> = Vec::new();
 
+    // No item may take more than its share of the budget: ten focused passages answer more
+    // than three whole abstracts (an item longer than its share is cut to its passage).
+    let share = item_share(input.budget);
     for (idx, item) in items.iter().enumerate() {
         let full = item.point.text.clone().unwrap_or_default();
         if full.trim().is_empty() {
@@ -331,10 +336,15 @@ pub fn build_pack(
             };
             let label = item_label(n, item, truncated);
             let block = memo.count(&label) + cut.body_tokens(&it, quote_tokens, ellipsis_tokens);
+            // Over its share or over the budget on its own: no need to build the candidate.
+            if block > share || blocks_so_far + block > input.budget {
+                return None;
+            }
+            let stems: HashSet<String> = content_stems(&text).into_iter().collect();
             let cand = Included {
                 item_idx: idx,
                 frames: frames(&text),
-                stems: content_stems(&text).into_iter().collect(),
+                supports: crate::answer::supports(input.aspects, &stems),
                 normalized: normalize_ws(&it.full[range.0..range.1]),
                 text,
                 truncated,
@@ -346,7 +356,7 @@ pub fn build_pack(
             let total = fixed_tokens(input, items, &trial, &base_conflicts, trial.len() - 1, memo)
                 + blocks_so_far
                 + block;
-            (total <= input.budget).then_some((cand, total))
+            (total <= input.budget && block <= share).then_some((cand, total))
         };
         // A prefix of the text, marked at its end only when cut mid-sentence.
         let prefix = |end: usize, word_cut: bool| Cut {
@@ -383,20 +393,20 @@ pub fn build_pack(
                 // then take the largest grown window that really fits.
                 let fixed = total - blocks_so_far - cand.block_tokens;
                 let label = memo.count(&item_label(n, item, true));
-                let budget = input.budget.saturating_sub(fixed + blocks_so_far + label);
+                let budget = input
+                    .budget
+                    .saturating_sub(fixed + blocks_so_far + label)
+                    .min(share.saturating_sub(label));
                 let windows = grow_windows(best, &scores, |a, b| {
                     window((a, b)).body_tokens(&it, quote_tokens, ellipsis_tokens) <= budget
                 });
-                let (mut lo, mut hi) = (0usize, windows.len() - 1);
+                // The estimate is nearly always right: try the largest window first and step
+                // down only when the exact count disagrees (each try counts the pack).
                 let mut found = (cand, total);
-                while lo < hi {
-                    let mid = (lo + hi).div_ceil(2);
-                    match try_cut(window(windows[mid]), &mut memo, &included) {
-                        Some(c) => {
-                            lo = mid;
-                            found = c;
-                        }
-                        None => hi = mid - 1,
+                for &w in windows.iter().skip(1).rev() {
+                    if let Some(c) = try_cut(window(w), &mut memo, &included) {
+                        found = c;
+                        break;
                     }
                 }
                 accepted = Some(found);
@@ -526,6 +536,17 @@ pub fn build_pack(
         included.pop();
     }
 }
+
+/// Most tokens one item's block may take in a pack of `budget` tokens: a
+/// [`ITEMS_PER_BUDGET`]th of it, at least [`MIN_ITEM_SHARE`].
+fn item_share(budget: usize) -> usize {
+    (budget / ITEMS_PER_BUDGET).max(MIN_ITEM_SHARE)
+}
+
+/// Items a pack is sized for (see [`item_share`]).
+const ITEMS_PER_BUDGET: usize = 8;
+/// Smallest per-item share: room for a label, a citation and a sentence or two.
+const MIN_ITEM_SHARE: usize = 96;
 
 /// Tokens of everything but the memory blocks, for a trial set of items.
 fn fixed_tokens(
@@ -746,11 +767,11 @@ fn assess(
     included: &[&Included],
     conflicts: &[Conflict],
 ) -> (Coverage, Vec<String>, Answerability) {
-    let stems: Vec<&HashSet<String>> = included.iter().map(|inc| &inc.stems).collect();
+    let supports: Vec<&[bool]> = included.iter().map(|inc| inc.supports.as_slice()).collect();
     let (aspect_support, best_item_support, identifier_support) = if included.is_empty() {
         (0.0, 0.0, 0.0)
     } else {
-        crate::answer::lexical_signals(input.aspects, &stems)
+        crate::answer::lexical_signals(input.aspects, &supports)
     };
     let signals = AnswerSignals {
         top_dense: input.rank.top_dense,
@@ -790,8 +811,8 @@ fn assess(
     }
     let mut unknowns = Vec::new();
     if coverage == Coverage::Partial {
-        for aspect in input.aspects {
-            if !included.iter().any(|inc| aspect.supported_by(&inc.stems)) {
+        for (i, aspect) in input.aspects.iter().enumerate() {
+            if !included.iter().any(|inc| inc.supports[i]) {
                 unknowns.push(if aspect.identifier {
                     format!("No cited memory mentions \"{}\".", aspect.label)
                 } else {
@@ -1158,7 +1179,9 @@ mod tests {
     fn long_item_packs_its_relevant_passage() {
         let text = long_text(RELEVANT);
         let items = vec![chunk(3, &text, 1_000)];
-        let pack = pack("Which ticket tracks the broken projector?", 200, &items);
+        // 1,000 tokens: the item's share (125) holds the sentence and some neighbours, not
+        // the whole text.
+        let pack = pack("Which ticket tracks the broken projector?", 1_000, &items);
         let node = &pack.selected_nodes[0];
         assert!(node.truncated);
         assert!(node.text.starts_with("… ") && node.text.ends_with(" …"));
@@ -1181,7 +1204,8 @@ mod tests {
         let items = vec![chunk(0, &text, 0)];
         let query = "Which ticket tracks the broken projector?";
         let mut seen: Vec<String> = Vec::new();
-        for budget in MIN_BUDGET..400 {
+        // The item's share grows with the budget (an eighth of it, at least 96 tokens).
+        for budget in (MIN_BUDGET..4_000).step_by(8) {
             let pack = pack(query, budget, &items);
             let Some(node) = pack.selected_nodes.first() else {
                 assert!(seen.is_empty(), "packed at a smaller budget");
