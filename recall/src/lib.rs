@@ -114,9 +114,9 @@ impl Default for RecallConfig {
 
 /// How far under `min_relevance` an item's cosine may be when the sparse leg supports it
 /// (see `Recaller::admit_supported`).
-const SUPPORTED_MARGIN: f32 = 0.2;
+const SUPPORTED_MARGIN: f32 = 0.25;
 /// Normalized BM25 score from which the sparse leg counts as supporting an item.
-const SUPPORTED_SPARSE: f32 = 0.2;
+const SUPPORTED_SPARSE: f32 = 0.1;
 /// Tokens of a short item's block (text, label, citation) for the item cap.
 const TOKENS_PER_SHORT_ITEM: usize = 64;
 
