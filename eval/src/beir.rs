@@ -248,7 +248,7 @@ pub async fn run(env: &EvalEnv, opts: &BeirOptions, observer: &Observer) -> Resu
         Some(packs)
     };
 
-    Ok(BeirReport {
+    let mut report = BeirReport {
         run: run_info,
         references: references(&sanitize(&dataset), &opts.split),
         dataset,
@@ -266,7 +266,10 @@ pub async fn run(env: &EvalEnv, opts: &BeirOptions, observer: &Observer) -> Resu
         modes,
         sweep,
         packs,
-    })
+        pack_recall_ratio: None,
+    };
+    report.pack_recall_ratio = report.measure_pack_recall_ratio();
+    Ok(report)
 }
 
 async fn pack_eval(

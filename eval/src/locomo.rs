@@ -156,7 +156,7 @@ pub async fn run(env: &EvalEnv, opts: &LocomoOptions, observer: &Observer) -> Re
         Some(packs)
     };
 
-    Ok(LocomoReport {
+    let mut report = LocomoReport {
         run: run_info,
         data: opts.data.display().to_string(),
         conversations: samples.iter().map(|s| s.sample_id.clone()).collect(),
@@ -168,7 +168,10 @@ pub async fn run(env: &EvalEnv, opts: &LocomoOptions, observer: &Observer) -> Re
         fusion: opts.fusion,
         modes,
         packs,
-    })
+        pack_recall_ratio: None,
+    };
+    report.pack_recall_ratio = report.measure_pack_recall_ratio();
+    Ok(report)
 }
 
 async fn pack_eval(

@@ -74,9 +74,8 @@ pub struct SweepRow {
     pub summary: ModeSummary,
 }
 
-/// The report of a BEIR run. Its JSON has every field below plus `pack_recall_ratio`
-/// ([`BeirReport::pack_recall_ratio`]).
-#[derive(Debug, Clone)]
+/// The report of a BEIR run.
+#[derive(Debug, Clone, Serialize)]
 pub struct BeirReport {
     pub run: RunInfo,
     pub dataset: String,
@@ -98,78 +97,9 @@ pub struct BeirReport {
     pub references: Vec<Reference>,
     pub sweep: Vec<SweepRow>,
     pub packs: Option<PackReport>,
-}
-
-/// The JSON form of [`BeirReport`]: its fields, then `pack_recall_ratio`.
-#[derive(Serialize)]
-struct BeirReportJson<'a> {
-    run: &'a RunInfo,
-    dataset: &'a str,
-    split: &'a str,
-    doc_mode: &'a DocMode,
-    selection: &'a str,
-    queries: usize,
-    judged_queries_total: usize,
-    corpus_documents: usize,
-    corpus_total: usize,
-    depth: usize,
-    fusion: &'a Fusion,
-    ingest: &'a IngestSummary,
-    query_embedding: &'a Latency,
-    modes: &'a [ModeSummary],
-    references: &'a [Reference],
-    sweep: &'a [SweepRow],
-    packs: &'a Option<PackReport>,
-    pack_recall_ratio: Option<PackRecallRatio>,
-}
-
-impl Serialize for BeirReport {
-    fn serialize<S: serde::Serializer>(
-        &self,
-        serializer: S,
-    ) -> std::result::Result<S::Ok, S::Error> {
-        // Destructured in full so that a new field cannot be left out of the JSON.
-        let BeirReport {
-            run,
-            dataset,
-            split,
-            doc_mode,
-            selection,
-            queries,
-            judged_queries_total,
-            corpus_documents,
-            corpus_total,
-            depth,
-            fusion,
-            ingest,
-            query_embedding,
-            modes,
-            references,
-            sweep,
-            packs,
-        } = self;
-        BeirReportJson {
-            run,
-            dataset,
-            split,
-            doc_mode,
-            selection,
-            queries: *queries,
-            judged_queries_total: *judged_queries_total,
-            corpus_documents: *corpus_documents,
-            corpus_total: *corpus_total,
-            depth: *depth,
-            fusion,
-            ingest,
-            query_embedding,
-            modes,
-            references,
-            sweep,
-            packs,
-            pack_recall_ratio: self.pack_recall_ratio(),
-        }
-        .serialize(serializer)
-    }
+    /// Pack evidence recall at 1,000 tokens over the recall path's Recall@10
+    /// ([`BeirReport::measure_pack_recall_ratio`], set when the report is built).
+    pub pack_recall_ratio: Option<PackRecallRatio>,
 }
 
 /// Published SciFact figures (the data folder's README; MTEB results).
@@ -235,7 +165,7 @@ impl BeirReport {
     }
 
     /// Pack evidence recall at 1,000 tokens over the `hybrid` Recall@10.
-    pub fn pack_recall_ratio(&self) -> Option<PackRecallRatio> {
+    pub fn measure_pack_recall_ratio(&self) -> Option<PackRecallRatio> {
         self.packs
             .as_ref()?
             .recall_ratio(self.pack_recall_reference()?)
@@ -371,7 +301,7 @@ impl BeirReport {
         }
         if let Some(p) = &self.packs {
             md.push_str("\n## MemoryPacks\n\n");
-            md.push_str(&p.markdown_with(self.pack_recall_ratio().as_ref()));
+            md.push_str(&p.markdown_with(self.pack_recall_ratio.as_ref()));
         }
         md
     }

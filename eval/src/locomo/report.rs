@@ -49,9 +49,8 @@ pub struct LocomoMode {
     pub latency: Latency,
 }
 
-/// The report of a LoCoMo run. Its JSON has every field below plus `pack_recall_ratio`
-/// ([`LocomoReport::pack_recall_ratio`]).
-#[derive(Debug, Clone)]
+/// The report of a LoCoMo run.
+#[derive(Debug, Clone, Serialize)]
 pub struct LocomoReport {
     pub run: RunInfo,
     pub data: String,
@@ -64,60 +63,9 @@ pub struct LocomoReport {
     pub fusion: Fusion,
     pub modes: Vec<LocomoMode>,
     pub packs: Option<PackReport>,
-}
-
-/// The JSON form of [`LocomoReport`]: its fields, then `pack_recall_ratio`.
-#[derive(Serialize)]
-struct LocomoReportJson<'a> {
-    run: &'a RunInfo,
-    data: &'a str,
-    conversations: &'a [String],
-    messages: usize,
-    questions: usize,
-    skipped_questions: usize,
-    ingest_seconds: f64,
-    vectors_computed: u64,
-    fusion: &'a Fusion,
-    modes: &'a [LocomoMode],
-    packs: &'a Option<PackReport>,
-    pack_recall_ratio: Option<PackRecallRatio>,
-}
-
-impl Serialize for LocomoReport {
-    fn serialize<S: serde::Serializer>(
-        &self,
-        serializer: S,
-    ) -> std::result::Result<S::Ok, S::Error> {
-        // Destructured in full so that a new field cannot be left out of the JSON.
-        let LocomoReport {
-            run,
-            data,
-            conversations,
-            messages,
-            questions,
-            skipped_questions,
-            ingest_seconds,
-            vectors_computed,
-            fusion,
-            modes,
-            packs,
-        } = self;
-        LocomoReportJson {
-            run,
-            data,
-            conversations,
-            messages: *messages,
-            questions: *questions,
-            skipped_questions: *skipped_questions,
-            ingest_seconds: *ingest_seconds,
-            vectors_computed: *vectors_computed,
-            fusion,
-            modes,
-            packs,
-            pack_recall_ratio: self.pack_recall_ratio(),
-        }
-        .serialize(serializer)
-    }
+    /// Pack evidence recall at 1,000 tokens over the recall path's Recall@10
+    /// ([`LocomoReport::measure_pack_recall_ratio`], set when the report is built).
+    pub pack_recall_ratio: Option<PackRecallRatio>,
 }
 
 /// Categories whose questions make the pack evaluation's answerable set.
@@ -206,7 +154,7 @@ impl LocomoReport {
     }
 
     /// Pack evidence recall at 1,000 tokens over the `hybrid` Recall@10 of categories 1–4.
-    pub fn pack_recall_ratio(&self) -> Option<PackRecallRatio> {
+    pub fn measure_pack_recall_ratio(&self) -> Option<PackRecallRatio> {
         self.packs
             .as_ref()?
             .recall_ratio(self.pack_recall_reference()?)
@@ -279,7 +227,7 @@ impl LocomoReport {
         md.push_str("\nQuery vectors come from the embedding cache (see the BEIR report for the model's query embedding latency).\n");
         if let Some(p) = &self.packs {
             md.push_str("\n## MemoryPacks\n\n");
-            md.push_str(&p.markdown_with(self.pack_recall_ratio().as_ref()));
+            md.push_str(&p.markdown_with(self.pack_recall_ratio.as_ref()));
         }
         md
     }
