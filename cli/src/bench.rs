@@ -428,6 +428,7 @@ async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bo
     let mut whole = Vec::with_capacity(n_queries);
     let mut fused = Vec::with_capacity(n_queries);
     let mut selection = Vec::with_capacity(n_queries);
+    let mut packing = Vec::with_capacity(n_queries);
     let filter = Filter::new().any_of("kind", vec!["chunk".into(), "message".into()]);
     for q in &queries {
         let t = Instant::now();
@@ -465,9 +466,21 @@ async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bo
         let t = Instant::now();
         let ranked = recaller.retrieve(&req).await?;
         fused.push(t.elapsed());
+        let budget = recaller.config().default_budget;
         let t = Instant::now();
-        let _ = recaller.select(ranked);
+        let _ = recaller.select_at_most(ranked.clone(), recaller.item_cap(budget));
         selection.push(t.elapsed());
+        // Selection, the lexical signals and the pack: the CPU work after retrieval.
+        let t = Instant::now();
+        let _ = recaller.assemble(
+            q,
+            &partition,
+            budget,
+            ranked,
+            Default::default(),
+            &Default::default(),
+        );
+        packing.push(t.elapsed());
         let t = Instant::now();
         recaller
             .recall(&RecallRequest {
@@ -483,6 +496,7 @@ async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bo
         &mut whole,
         &mut fused,
         &mut selection,
+        &mut packing,
     ] {
         v.sort();
     }
@@ -496,6 +510,7 @@ async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bo
         "query_embedding_ms": {"p50": percentile(&embed, 0.5), "p99": percentile(&embed, 0.99)},
         "recall_retrieve_ms": {"p50": percentile(&fused, 0.5), "p99": percentile(&fused, 0.99)},
         "recall_select_ms": {"p50": percentile(&selection, 0.5), "p99": percentile(&selection, 0.99)},
+        "recall_assemble_ms": {"p50": percentile(&packing, 0.5), "p99": percentile(&packing, 0.99)},
         "whole_recall_ms": {"p50": percentile(&whole, 0.5), "p99": percentile(&whole, 0.99)},
         "peak_rss_mib": peak_rss_mib(),
     });
@@ -523,6 +538,11 @@ async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bo
             "recall select     p50 {:.2} ms  p99 {:.2} ms  (relevance gate, dedup, MMR)",
             percentile(&selection, 0.5),
             percentile(&selection, 0.99)
+        );
+        println!(
+            "recall assemble   p50 {:.2} ms  p99 {:.2} ms  (selection, answerability, passages, pack)",
+            percentile(&packing, 0.5),
+            percentile(&packing, 0.99)
         );
         println!("whole recall      p50 {:.2} ms  p99 {:.2} ms  (embedding + retrieval + identifiers + pack)", percentile(&whole, 0.5), percentile(&whole, 0.99));
         if let Some(rss) = peak_rss_mib() {

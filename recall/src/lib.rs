@@ -20,6 +20,7 @@ pub mod fusion;
 pub mod pack;
 pub mod query;
 pub mod text;
+pub mod tokens;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -265,6 +266,9 @@ pub struct Recaller {
     store: Arc<dyn MemoryStore>,
     embedder: Embedder,
     config: RecallConfig,
+    /// The pack's token counter: the embedder's tokenizer, word counts cached across
+    /// recalls ([`tokens`]).
+    tokens: Arc<tokens::WordTokens>,
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
@@ -274,10 +278,12 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 
 impl Recaller {
     pub fn new(store: Arc<dyn MemoryStore>, embedder: Embedder, config: RecallConfig) -> Self {
+        let tokens = Arc::new(tokens::WordTokens::new(embedder.tokenizer().clone()));
         Recaller {
             store,
             embedder,
             config,
+            tokens,
         }
     }
 
@@ -319,7 +325,7 @@ impl Recaller {
     pub async fn recall(&self, req: &RecallRequest) -> Result<MemoryPack, RecallError> {
         let budget = self.check(req)?;
         let ranked = self.retrieve(req).await?;
-        let (mut siblings, multi_valued) = self.fact_siblings(req, &ranked).await?;
+        let (siblings, multi_valued) = self.fact_siblings(req, &ranked).await?;
         // Selection (dedup and MMR, quadratic in the pool) and the pack (tokenizing every
         // candidate, conflict frames) are CPU work of milliseconds to tens of them: on the
         // blocking pool, so they never hold an async worker that other requests need.
@@ -327,60 +333,76 @@ impl Recaller {
             store: Arc::clone(&self.store),
             embedder: self.embedder.clone(),
             config: self.config.clone(),
+            tokens: Arc::clone(&self.tokens),
         };
         let query = req.query.clone();
         let partition = req.scope.partition();
         tokio::task::spawn_blocking(move || {
-            let mut ranked = ranked;
-            let rank = rank_signals(&ranked);
-            let anything_relevant = ranked.iter().any(|r| r.relevant);
-            if anything_relevant {
-                this.admit_supported(&mut ranked);
-            }
-            let cap = this.item_cap(budget);
-            let selected = this.select_at_most(ranked, cap);
-            let identifiers = query::identifiers(&query, this.config.max_identifiers);
-            let aspects = query::aspects(&query, &identifiers);
-            let mut items: Vec<PackItem> = Vec::new();
-            let mut seen: HashSet<Uuid> = selected.iter().map(|r| r.hit.id).collect();
-            for r in selected {
-                let id = r.hit.id;
-                let reason = r.reason.clone();
-                items.push(PackItem {
-                    reference: r.hit.point.reference(),
-                    point: r.hit.point,
-                    reason: r.reason,
-                });
-                // A fact's open conflicts travel with it: both sides are shown, always.
-                for sib in siblings.remove(&id).unwrap_or_default() {
-                    if seen.insert(sib.id) {
-                        items.push(PackItem {
-                            reference: sib.point.reference(),
-                            point: sib.point,
-                            reason: SelectionReason {
-                                dense_rank: None,
-                                sparse_rank: None,
-                                dense_score: None,
-                                identifier_hits: Vec::new(),
-                                fused_score: reason.fused_score,
-                            },
-                        });
-                    }
-                }
-            }
-            let input = PackInput {
-                partition: &partition,
-                query: &query,
-                aspects: &aspects,
-                budget,
-                anything_relevant,
-                multi_valued: &multi_valued,
-                rank,
-            };
-            build_pack(&input, &items, this.embedder.tokenizer())
+            this.assemble(&query, &partition, budget, ranked, siblings, &multi_valued)
         })
         .await
         .map_err(|e| RecallError::Internal(format!("pack task: {e}")))
+    }
+
+    /// The CPU part of a recall after retrieval: admission under the gate, selection (the
+    /// item cap from the budget), each fact's open-conflict siblings joined to it, and the
+    /// pack. Blocking work of a few milliseconds: [`Recaller::recall`] runs it on the
+    /// blocking pool; `cairn bench recall` times it on its own.
+    pub fn assemble(
+        &self,
+        query: &str,
+        partition: &cairn_models::Partition,
+        budget: usize,
+        mut ranked: Vec<Ranked>,
+        mut siblings: HashMap<Uuid, Vec<Hit>>,
+        multi_valued: &HashSet<String>,
+    ) -> MemoryPack {
+        let rank = rank_signals(&ranked);
+        let anything_relevant = ranked.iter().any(|r| r.relevant);
+        if anything_relevant {
+            self.admit_supported(&mut ranked);
+        }
+        let cap = self.item_cap(budget);
+        let selected = self.select_at_most(ranked, cap);
+        let identifiers = query::identifiers(query, self.config.max_identifiers);
+        let aspects = query::aspects(query, &identifiers);
+        let mut items: Vec<PackItem> = Vec::new();
+        let mut seen: HashSet<Uuid> = selected.iter().map(|r| r.hit.id).collect();
+        for r in selected {
+            let id = r.hit.id;
+            let reason = r.reason.clone();
+            items.push(PackItem {
+                reference: r.hit.point.reference(),
+                point: r.hit.point,
+                reason: r.reason,
+            });
+            // A fact's open conflicts travel with it: both sides are shown, always.
+            for sib in siblings.remove(&id).unwrap_or_default() {
+                if seen.insert(sib.id) {
+                    items.push(PackItem {
+                        reference: sib.point.reference(),
+                        point: sib.point,
+                        reason: SelectionReason {
+                            dense_rank: None,
+                            sparse_rank: None,
+                            dense_score: None,
+                            identifier_hits: Vec::new(),
+                            fused_score: reason.fused_score,
+                        },
+                    });
+                }
+            }
+        }
+        let input = PackInput {
+            partition,
+            query,
+            aspects: &aspects,
+            budget,
+            anything_relevant,
+            multi_valued,
+            rank,
+        };
+        build_pack(&input, &items, self.tokens.as_ref())
     }
 
     /// Hybrid retrieval: every candidate, fused and explained, best first, current document
@@ -677,22 +699,27 @@ impl Recaller {
             .max(f32::EPSILON);
         let lambda = self.config.mmr_lambda;
         let mut selected: Vec<Ranked> = Vec::new();
+        // Each candidate's highest similarity to the items selected so far, updated with
+        // the newest selection only (a full rescan is cubic in the cap).
+        let mut max_sim = vec![0.0f32; kept.len()];
         while !kept.is_empty() && selected.len() < cap {
+            if let Some(last) = selected.last() {
+                for (c, sim) in kept.iter().zip(max_sim.iter_mut()) {
+                    if let (Some(a), Some(b)) = (&last.hit.dense, &c.hit.dense) {
+                        *sim = sim.max(cosine(a, b));
+                    }
+                }
+            }
             let (best, _) = kept
                 .iter()
+                .zip(&max_sim)
                 .enumerate()
-                .map(|(i, c)| {
+                .map(|(i, (c, sim))| {
                     let rel = c.reason.fused_score / max_score;
-                    let sim = selected
-                        .iter()
-                        .filter_map(|s| match (&s.hit.dense, &c.hit.dense) {
-                            (Some(a), Some(b)) => Some(cosine(a, b)),
-                            _ => None,
-                        })
-                        .fold(0.0f32, f32::max);
                     (i, lambda * rel - (1.0 - lambda) * sim)
                 })
                 .fold((0, f32::MIN), |acc, x| if x.1 > acc.1 { x } else { acc });
+            max_sim.remove(best);
             selected.push(kept.remove(best));
         }
         selected

@@ -164,7 +164,10 @@ const STOPWORDS: &[&str] = &[
 ];
 
 pub fn is_stopword(word: &str) -> bool {
-    STOPWORDS.contains(&word)
+    // Called for every word of every candidate passage: a set, not a scan of the list.
+    static SET: std::sync::LazyLock<std::collections::HashSet<&'static str>> =
+        std::sync::LazyLock::new(|| STOPWORDS.iter().copied().collect());
+    SET.contains(word)
 }
 
 /// Lowercase word tokens (letters, digits, inner apostrophes and hyphens), with possessive

@@ -12,6 +12,7 @@ use cairn_models::{
     Partition, PointKind, RecordState, Role, Scope, SelectionReason, StoredPoint, TrustOrigin,
 };
 use cairn_recall::query::{aspects, identifiers};
+use cairn_recall::tokens::WordTokens;
 use cairn_recall::{build_pack, PackInput, PackItem, TokenCounter, MIN_BUDGET};
 use proptest::prelude::*;
 
@@ -157,7 +158,9 @@ proptest! {
         let ids = identifiers(&query, 8);
         let asp = aspects(&query, &ids);
         let input = PackInput { partition: &partition(), query: &query, aspects: &asp, budget, anything_relevant: relevant, multi_valued: &Default::default(), rank: cairn_recall::answer::RankSignals::CONFIDENT };
-        let pack = build_pack(&input, &items, e.tokenizer());
+        // The counter recall uses (cached word counts); the count must be the tokenizer's.
+        let words = WordTokens::new(e.tokenizer().clone());
+        let pack = build_pack(&input, &items, &words);
         prop_assert!(pack.token_count <= budget, "{} > {}", pack.token_count, budget);
         prop_assert_eq!(pack.token_count, e.tokenizer().count(&pack.context_markdown));
         prop_assert_eq!(pack.citations.len(), pack.selected_nodes.len());
@@ -179,6 +182,40 @@ proptest! {
             }
         }
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    /// Word-cached counts equal the model tokenizer's on any text: mixed scripts, accents,
+    /// punctuation inside words, every kind of whitespace and the control characters BERT's
+    /// normalizer deletes. Counted twice: the second count comes from the cache.
+    #[test]
+    fn cached_word_counts_are_the_tokenizers(
+        text in "([a-zA-Zé0-9]{1,12}|[.,;:!?'\"()\\[\\]/-]|[ \t\n\r]|\u{a0}|\u{2028}|\u{3000}|\u{85}|\u{b}|\u{200b}|[\u{4e00}-\u{4e10}]|[\u{300}-\u{30f}]|\u{1f600}|\\[MASK\\]|[A-Z]{20,60}){0,80}",
+    ) {
+        let e = embedder();
+        let words = WordTokens::new(e.tokenizer().clone());
+        let exact = e.tokenizer().count(&text);
+        prop_assert_eq!(words.count(&text), exact);
+        prop_assert_eq!(words.count(&text), exact);
+        prop_assert_eq!(words.token_ends(&text).len(), exact);
+    }
+}
+
+#[test]
+fn cached_word_counts_match_real_text() {
+    let e = embedder();
+    let words = WordTokens::new(e.tokenizer().clone());
+    let corpus = ["README.md", "ARCHITECTURE.md"]
+        .iter()
+        .map(|f| std::fs::read_to_string(format!("{}/../{f}", env!("CARGO_MANIFEST_DIR"))).unwrap())
+        .collect::<Vec<_>>();
+    for doc in &corpus {
+        for para in doc.split("\n\n") {
+            assert_eq!(words.count(para), e.tokenizer().count(para), "{para:?}");
+        }
+    }
+    assert!(words.cached_words() > 500, "{}", words.cached_words());
 }
 
 // ---- knowledge items ----------------------------------------------------------------------
@@ -467,7 +504,9 @@ proptest! {
         let ids = identifiers(&query, 8);
         let asp = aspects(&query, &ids);
         let input = PackInput { partition: &partition(), query: &query, aspects: &asp, budget, anything_relevant: true, multi_valued: &Default::default(), rank: cairn_recall::answer::RankSignals::CONFIDENT };
-        let pack = build_pack(&input, &items, e.tokenizer());
+        // The counter recall uses (cached word counts); the count must be the tokenizer's.
+        let words = WordTokens::new(e.tokenizer().clone());
+        let pack = build_pack(&input, &items, &words);
         prop_assert!(pack.token_count <= budget, "{} > {}", pack.token_count, budget);
         prop_assert_eq!(pack.token_count, e.tokenizer().count(&pack.context_markdown));
         prop_assert_eq!(pack.citations.len(), pack.selected_nodes.len());
