@@ -429,6 +429,7 @@ async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bo
     let mut fused = Vec::with_capacity(n_queries);
     let mut selection = Vec::with_capacity(n_queries);
     let mut packing = Vec::with_capacity(n_queries);
+    let mut reply = Vec::with_capacity(n_queries);
     let filter = Filter::new().any_of("kind", vec!["chunk".into(), "message".into()]);
     for q in &queries {
         let t = Instant::now();
@@ -472,15 +473,24 @@ async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bo
         selection.push(t.elapsed());
         // Selection, the lexical signals and the pack: the CPU work after retrieval.
         let t = Instant::now();
-        let _ = recaller.assemble(
-            q,
-            &partition,
-            budget,
-            ranked,
-            Default::default(),
-            &Default::default(),
-        );
+        let _ = recaller.assemble(q, &partition, budget, ranked, Default::default());
         packing.push(t.elapsed());
+        // What a reply to a questioning chat message costs: one filtered scroll (the
+        // filter recall uses; this store holds chunks, so it finds nothing, through the
+        // same indexes).
+        let t = Instant::now();
+        let _ = store
+            .scroll(
+                &partition,
+                Filter::new()
+                    .eq("kind", "message")
+                    .eq("conversation_id", format!("c{}", queries.len()))
+                    .range("seq", Some(3.0), Some(3.0)),
+                1,
+                None,
+            )
+            .await?;
+        reply.push(t.elapsed());
         let t = Instant::now();
         recaller
             .recall(&RecallRequest {
@@ -497,6 +507,7 @@ async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bo
         &mut fused,
         &mut selection,
         &mut packing,
+        &mut reply,
     ] {
         v.sort();
     }
@@ -511,6 +522,7 @@ async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bo
         "recall_retrieve_ms": {"p50": percentile(&fused, 0.5), "p99": percentile(&fused, 0.99)},
         "recall_select_ms": {"p50": percentile(&selection, 0.5), "p99": percentile(&selection, 0.99)},
         "recall_assemble_ms": {"p50": percentile(&packing, 0.5), "p99": percentile(&packing, 0.99)},
+        "reply_lookup_ms": {"p50": percentile(&reply, 0.5), "p99": percentile(&reply, 0.99)},
         "whole_recall_ms": {"p50": percentile(&whole, 0.5), "p99": percentile(&whole, 0.99)},
         "peak_rss_mib": peak_rss_mib(),
     });
@@ -543,6 +555,11 @@ async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bo
             "recall assemble   p50 {:.2} ms  p99 {:.2} ms  (selection, answerability, passages, pack)",
             percentile(&packing, 0.5),
             percentile(&packing, 0.99)
+        );
+        println!(
+            "reply lookup      p50 {:.2} ms  p99 {:.2} ms  (one scroll; per questioning chat hit, at most 6)",
+            percentile(&reply, 0.5),
+            percentile(&reply, 0.99)
         );
         println!("whole recall      p50 {:.2} ms  p99 {:.2} ms  (embedding + retrieval + identifiers + pack)", percentile(&whole, 0.5), percentile(&whole, 0.99));
         if let Some(rss) = peak_rss_mib() {
