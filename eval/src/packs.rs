@@ -118,7 +118,13 @@ pub struct PackRecord {
     pub coverage: Coverage,
     pub answerability: cairn_models::Answerability,
     pub unknowns: Vec<String>,
+    /// The texts of the first cited items (at most [`DUMPED_PASSAGES`]), as packed: for
+    /// studying signals that read the passages (`eval/scripts/reading_probe.py`).
+    pub passages: Vec<String>,
 }
+
+/// Cited passages kept per dumped pack.
+const DUMPED_PASSAGES: usize = 3;
 
 impl PackRecord {
     fn of(q: &PackQuery, pack: &cairn_models::MemoryPack, cited: &HashSet<String>) -> Self {
@@ -128,6 +134,12 @@ impl PackRecord {
             coverage: pack.coverage,
             answerability: pack.answerability,
             unknowns: pack.unknowns.clone(),
+            passages: pack
+                .selected_nodes
+                .iter()
+                .take(DUMPED_PASSAGES)
+                .map(|n| n.text.clone())
+                .collect(),
         }
     }
 }
@@ -1150,6 +1162,7 @@ mod tests {
                 ..Default::default()
             },
             unknowns: Vec::new(),
+            passages: Vec::new(),
         }
     }
 
