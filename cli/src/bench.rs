@@ -535,33 +535,44 @@ async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bo
             load.as_secs_f64(),
             optimize.as_secs_f64()
         );
-        println!(
-            "retrieval         p50 {:.2} ms  p99 {:.2} ms  (dense + BM25 legs)",
-            percentile(&retrieval, 0.5),
-            percentile(&retrieval, 0.99)
-        );
-        println!(
-            "query embedding   p50 {:.2} ms  p99 {:.2} ms",
-            percentile(&embed, 0.5),
-            percentile(&embed, 0.99)
-        );
-        println!("recall retrieve   p50 {:.2} ms  p99 {:.2} ms  (query embedding, legs, identifiers, fusion, version check)", percentile(&fused, 0.5), percentile(&fused, 0.99));
-        println!(
-            "recall select     p50 {:.2} ms  p99 {:.2} ms  (relevance gate, dedup, MMR)",
-            percentile(&selection, 0.5),
-            percentile(&selection, 0.99)
-        );
-        println!(
-            "recall assemble   p50 {:.2} ms  p99 {:.2} ms  (selection, answerability, passages, pack)",
-            percentile(&packing, 0.5),
-            percentile(&packing, 0.99)
-        );
-        println!(
-            "reply lookup      p50 {:.2} ms  p99 {:.2} ms  (one scroll; per questioning chat hit, at most 6)",
-            percentile(&reply, 0.5),
-            percentile(&reply, 0.99)
-        );
-        println!("whole recall      p50 {:.2} ms  p99 {:.2} ms  (embedding + retrieval + identifiers + pack)", percentile(&whole, 0.5), percentile(&whole, 0.99));
+        // One line per timed step: label, p50, p99, what it covers.
+        let rows: [(&str, &[Duration], &str); 7] = [
+            ("retrieval", &retrieval, "dense + BM25 legs"),
+            ("query embedding", &embed, ""),
+            (
+                "recall retrieve",
+                &fused,
+                "query embedding, legs, identifiers, fusion, version check",
+            ),
+            ("recall select", &selection, "relevance gate, dedup, MMR"),
+            (
+                "recall assemble",
+                &packing,
+                "selection, answerability, passages, pack",
+            ),
+            (
+                "reply lookup",
+                &reply,
+                "one scroll; per questioning chat hit, at most 6",
+            ),
+            (
+                "whole recall",
+                &whole,
+                "embedding + retrieval + identifiers + pack",
+            ),
+        ];
+        for (label, v, what) in rows {
+            let what = if what.is_empty() {
+                String::new()
+            } else {
+                format!("  ({what})")
+            };
+            println!(
+                "{label:<17} p50 {:.2} ms  p99 {:.2} ms{what}",
+                percentile(v, 0.5),
+                percentile(v, 0.99)
+            );
+        }
         if let Some(rss) = peak_rss_mib() {
             println!("peak RSS          {rss:.0} MiB");
         }

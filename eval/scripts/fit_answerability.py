@@ -45,12 +45,9 @@ def load(path, corpus):
     return out
 
 
-def main():
-    packs = []
-    for i, path in enumerate(sys.argv[1:]):
-        packs += load(path, f"corpus{i}:{path}")
-    X = np.array([r["x"] for r in packs])
-    y = np.array([1 if (r["answerable"] and r["cited"]) else 0 for r in packs])
+def weights(packs, y):
+    """Sample weights: each corpus weighs the same; within it the positives and each probe
+    set weigh equally (scaled so the weights sum to the number of packs)."""
     w = np.zeros(len(packs))
     for c in sorted({r["corpus"] for r in packs}):
         pos = [i for i, r in enumerate(packs) if r["corpus"] == c and y[i] == 1]
@@ -61,8 +58,18 @@ def main():
             idx = [i for i, r in enumerate(packs) if r["corpus"] == c and y[i] == 0 and r["set"] == s]
             for i in idx:
                 w[i] = 1.0 / len(idx) / len(negsets)
+    return w * len(packs)
+
+
+def main():
+    packs = []
+    for i, path in enumerate(sys.argv[1:]):
+        packs += load(path, f"corpus{i}:{path}")
+    X = np.array([r["x"] for r in packs])
+    y = np.array([1 if (r["answerable"] and r["cited"]) else 0 for r in packs])
+    w = weights(packs, y)
     model = LogisticRegression(C=1.0, max_iter=5000)
-    model.fit(X, y, sample_weight=w * len(packs))
+    model.fit(X, y, sample_weight=w)
     coef = [float(model.intercept_[0])] + [float(v) for v in model.coef_[0]]
     print("COEF", ", ".join(f"{c:.3f}" for c in coef))
     p = model.predict_proba(X)[:, 1]

@@ -36,8 +36,8 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
 from tokenizers import Tokenizer
 
-FEATS = ["top_dense", "dense_margin", "dense_gap", "sparse_margin", "leg_agreement",
-         "aspect_support", "best_item_support", "identifier_support", "top_item_dense"]
+from fit_answerability import FEATS, weights
+
 READ = ["ce_first", "ce_max"]
 
 
@@ -83,21 +83,6 @@ def load(path, corpus, ce):
                         base=[pk["answerability"]["signals"][f] for f in FEATS],
                         read=[first, best]))
     return out
-
-
-def weights(packs, y):
-    w = np.zeros(len(packs))
-    for c in sorted({r["corpus"] for r in packs}):
-        pos = [i for i, r in enumerate(packs) if r["corpus"] == c and y[i] == 1]
-        for i in pos:
-            w[i] = 1.0 / len(pos)
-        negsets = sorted({r["set"] for i, r in enumerate(packs) if r["corpus"] == c and y[i] == 0})
-        for s in negsets:
-            idx = [i for i, r in enumerate(packs)
-                   if r["corpus"] == c and y[i] == 0 and r["set"] == s]
-            for i in idx:
-                w[i] = 1.0 / len(idx) / len(negsets)
-    return w * len(packs)
 
 
 def cross_validated(X, y, w):
