@@ -469,7 +469,7 @@ async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bo
         fused.push(t.elapsed());
         let budget = recaller.config().default_budget;
         let t = Instant::now();
-        let _ = recaller.select_at_most(ranked.clone(), recaller.item_cap(budget));
+        let _ = recaller.select(ranked.clone(), recaller.item_cap(budget));
         selection.push(t.elapsed());
         // Selection, the lexical signals and the pack: the CPU work after retrieval.
         let t = Instant::now();

@@ -919,15 +919,10 @@ impl PackReport {
         })
     }
 
-    /// Markdown sections without a Recall@10 reference (see [`PackReport::markdown_with`]).
-    pub fn markdown(&self) -> String {
-        self.markdown_with(None)
-    }
-
-    /// Markdown sections: the curve (with the pack recall over `ratio`'s Recall@10 and the
-    /// budget share used), coverage per set, cosine distributions, thresholds, and the
-    /// answerability score's quality.
-    pub fn markdown_with(&self, ratio: Option<&PackRecallRatio>) -> String {
+    /// Markdown sections: the curve (with the pack recall over `ratio`'s Recall@10, when
+    /// given, and the budget share used), coverage per set, cosine distributions,
+    /// thresholds, and the answerability score's quality.
+    pub fn markdown(&self, ratio: Option<&PackRecallRatio>) -> String {
         let mut md = String::new();
         md.push_str(&format!(
             "### Pack quality per token budget ({} answerable queries, production recall configuration)\n\n",
@@ -1363,7 +1358,7 @@ mod tests {
             curve: vec![],
             calibration: c,
         }
-        .markdown();
+        .markdown(None);
         for needle in [
             "AUROC",
             "all unanswerable (pooled)",
@@ -1412,7 +1407,7 @@ mod tests {
         let ratio = r.recall_ratio(reference.clone()).unwrap();
         assert!((ratio.ratio.unwrap() - 0.9).abs() < 1e-12);
         assert_eq!(ratio.met, Some(true));
-        let md = r.markdown_with(Some(&ratio));
+        let md = r.markdown(Some(&ratio));
         assert!(md.contains("= **0.900** — met"), "{md}");
         assert!(md.contains("**93.0 %** (2 of 4 packs cite) — met"), "{md}");
         let low = r
@@ -1434,7 +1429,7 @@ mod tests {
             ..r.clone()
         };
         assert!(no_1000.recall_ratio(reference).is_none());
-        assert!(no_1000.markdown().contains("no 2000-token budget"));
+        assert!(no_1000.markdown(None).contains("no 2000-token budget"));
     }
 
     impl Calibration {
@@ -1444,7 +1439,7 @@ mod tests {
                 curve: vec![],
                 calibration: self.clone(),
             };
-            let md = r.markdown();
+            let md = r.markdown(None);
             md.contains("(best)") && md.contains("(current)")
         }
     }

@@ -85,14 +85,21 @@ impl RankSignals {
     }
 }
 
-/// Weight of an identifier aspect relative to a content word.
-const IDENTIFIER_WEIGHT: f32 = 2.0;
+/// Weight of an aspect: an identifier counts twice a content word (in the lexical signals
+/// here and in the pack's choice of passage).
+pub fn aspect_weight(a: &Aspect) -> usize {
+    if a.identifier {
+        2
+    } else {
+        1
+    }
+}
 
 /// `(aspect_support, best_item_support, identifier_support)` of the cited items, given per
 /// item as which of `aspects` it supports (in order). With no aspect at all every share is
 /// 1 (nothing is left unsupported).
 pub fn lexical_signals(aspects: &[Aspect], items: &[&[bool]]) -> (f32, f32, f32) {
-    let weight = |a: &Aspect| if a.identifier { IDENTIFIER_WEIGHT } else { 1.0 };
+    let weight = |a: &Aspect| aspect_weight(a) as f32;
     let total: f32 = aspects.iter().map(weight).sum();
     if total <= 0.0 {
         return (1.0, 1.0, 1.0);

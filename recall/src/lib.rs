@@ -285,8 +285,8 @@ pub struct Ranked {
     pub relevant: bool,
 }
 
-/// The read path. Cheap to share behind an `Arc`.
-#[derive(Debug)]
+/// The read path. Cheap to clone (handles and settings) and to share behind an `Arc`.
+#[derive(Debug, Clone)]
 pub struct Recaller {
     store: Arc<dyn MemoryStore>,
     embedder: Embedder,
@@ -355,12 +355,7 @@ impl Recaller {
         // Selection (dedup and MMR, quadratic in the pool) and the pack (tokenizing every
         // candidate, conflict frames) are CPU work of milliseconds to tens of them: on the
         // blocking pool, so they never hold an async worker that other requests need.
-        let this = Recaller {
-            store: Arc::clone(&self.store),
-            embedder: self.embedder.clone(),
-            config: self.config.clone(),
-            tokens: Arc::clone(&self.tokens),
-        };
+        let this = self.clone();
         let query = req.query.clone();
         let partition = req.scope.partition();
         tokio::task::spawn_blocking(move || {
@@ -400,7 +395,7 @@ impl Recaller {
             self.admit_supported(&mut ranked);
         }
         let cap = self.item_cap(budget);
-        let selected = self.select_at_most(ranked, cap);
+        let selected = self.select(ranked, cap);
         let identifiers = query::identifiers(query, self.config.max_identifiers);
         let aspects = query::aspects(query, &identifiers);
         let mut items: Vec<PackItem> = Vec::new();
@@ -743,13 +738,8 @@ impl Recaller {
     }
 
     /// Relevant items only, near-duplicates removed, then maximal marginal relevance, at
-    /// most `max_items`.
-    pub fn select(&self, ranked: Vec<Ranked>) -> Vec<Ranked> {
-        self.select_at_most(ranked, self.config.max_items)
-    }
-
-    /// [`Recaller::select`] with another item cap.
-    pub fn select_at_most(&self, ranked: Vec<Ranked>, cap: usize) -> Vec<Ranked> {
+    /// most `cap` (see [`Recaller::item_cap`]).
+    pub fn select(&self, ranked: Vec<Ranked>, cap: usize) -> Vec<Ranked> {
         // MMR picks `cap`; looking further down than a few times that only costs time
         // (dedup and MMR are quadratic in the pool).
         let cap = cap.max(1);

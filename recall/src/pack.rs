@@ -222,8 +222,8 @@ fn contained_in(passage: &str, packed: &str) -> bool {
     format!(" {packed} ").contains(&format!(" {passage} "))
 }
 
-/// How strongly each sentence supports the query: the aspects it supports, identifiers
-/// counting twice.
+/// How strongly each sentence supports the query: the weights of the aspects it supports
+/// ([`crate::answer::aspect_weight`]: identifiers count twice).
 fn sentence_scores(it: &ItemText, aspects: &[Aspect]) -> Vec<usize> {
     it.sentences
         .iter()
@@ -232,7 +232,7 @@ fn sentence_scores(it: &ItemText, aspects: &[Aspect]) -> Vec<usize> {
             aspects
                 .iter()
                 .filter(|asp| asp.supported_by(&stems))
-                .map(|asp| if asp.identifier { 2 } else { 1 })
+                .map(crate::answer::aspect_weight)
                 .sum()
         })
         .collect()
@@ -274,6 +274,21 @@ fn grow_windows(
         out.push((a, b));
     }
     out
+}
+
+/// The largest `k` in `0..=n` with `fits(k)`, for a `fits` that holds up to some `k` and
+/// not after (binary search; `fits(0)` is never asked: 0 is the answer when nothing fits).
+fn largest_fitting(n: usize, mut fits: impl FnMut(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0usize, n);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo
 }
 
 /// Character offsets of a passage (bytes `range` of the item's text) in the document, from
@@ -356,7 +371,7 @@ pub fn build_pack(
             let total = fixed_tokens(input, items, &trial, &base_conflicts, trial.len() - 1, memo)
                 + blocks_so_far
                 + block;
-            (total <= input.budget && block <= share).then_some((cand, total))
+            (total <= input.budget).then_some((cand, total))
         };
         // A prefix of the text, marked at its end only when cut mid-sentence.
         let prefix = |end: usize, word_cut: bool| Cut {
@@ -414,15 +429,9 @@ pub fn build_pack(
         } else if accepted.is_none() && it.sentences.len() > 1 {
             // Nothing matches the query: the largest k such that the first k sentences fit
             // (k < all: the whole did not).
-            let (mut lo, mut hi) = (0usize, it.sentences.len() - 1);
-            while lo < hi {
-                let mid = (lo + hi).div_ceil(2);
-                if try_cut(prefix(it.sentences[mid - 1].1, false), &mut memo, &included).is_some() {
-                    lo = mid;
-                } else {
-                    hi = mid - 1;
-                }
-            }
+            let lo = largest_fitting(it.sentences.len() - 1, |k| {
+                try_cut(prefix(it.sentences[k - 1].1, false), &mut memo, &included).is_some()
+            });
             if lo > 0 {
                 accepted = try_cut(prefix(it.sentences[lo - 1].1, false), &mut memo, &included);
             }
@@ -447,15 +456,9 @@ pub fn build_pack(
                 .filter(|(_, c)| c.is_whitespace())
                 .map(|(i, _)| s_start + i)
                 .collect();
-            let (mut lo, mut hi) = (0usize, word_ends.len());
-            while lo < hi {
-                let mid = (lo + hi).div_ceil(2);
-                if try_cut(cut_at(word_ends[mid - 1]), &mut memo, &included).is_some() {
-                    lo = mid;
-                } else {
-                    hi = mid - 1;
-                }
-            }
+            let lo = largest_fitting(word_ends.len(), |k| {
+                try_cut(cut_at(word_ends[k - 1]), &mut memo, &included).is_some()
+            });
             if lo >= 3 {
                 accepted = try_cut(cut_at(word_ends[lo - 1]), &mut memo, &included);
             }

@@ -301,7 +301,7 @@ impl BeirReport {
         }
         if let Some(p) = &self.packs {
             md.push_str("\n## MemoryPacks\n\n");
-            md.push_str(&p.markdown_with(self.pack_recall_ratio.as_ref()));
+            md.push_str(&p.markdown(self.pack_recall_ratio.as_ref()));
         }
         md
     }

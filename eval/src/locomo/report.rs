@@ -227,7 +227,7 @@ impl LocomoReport {
         md.push_str("\nQuery vectors come from the embedding cache (see the BEIR report for the model's query embedding latency).\n");
         if let Some(p) = &self.packs {
             md.push_str("\n## MemoryPacks\n\n");
-            md.push_str(&p.markdown_with(self.pack_recall_ratio.as_ref()));
+            md.push_str(&p.markdown(self.pack_recall_ratio.as_ref()));
         }
         md
     }
