@@ -17,7 +17,9 @@ Positive class: an answerable query whose judged evidence is cited. Each corpus 
 same; within a corpus the positives and each probe set weigh equally (so the hard in-domain
 probes are not drowned by the easy foreign ones). Adversarial questions are left out. Prints
 the coefficients (intercept first, in the order of `FEATS`, which is `features()` in
-answer.rs), the in-sample AUROC per probe set, and the rates behind the thresholds.
+answer.rs), the in-sample AUROC per probe set, and the rates behind the thresholds: the
+long end of `full_at` from the fitted scores, the short end from the scores and thresholds
+the dumped packs carry.
 Needs numpy and scikit-learn (`pip install numpy scikit-learn`).
 """
 import collections
@@ -32,17 +34,28 @@ FEATS = ["top_dense", "dense_margin", "dense_gap", "sparse_margin", "leg_agreeme
          "aspect_support", "best_item_support", "identifier_support", "top_item_dense"]
 
 
-def load(path, corpus):
+# `full_at` of answer.rs: FULL_AT_SHORT up to SHORT_EVIDENCE_WORDS, FULL_AT_LONG from
+# LONG_EVIDENCE_WORDS, and FULL_AT_LONG below SHORT_MIN_SUPPORT of the aspects supported.
+FULL_AT_SHORT, FULL_AT_LONG, SHORT_MIN_SUPPORT = 0.6, 0.85, 0.75
+
+
+def load(path, corpus, adversarial=False):
     out = []
     for line in open(path):
         r = json.loads(line)
         pk = r["pack"]
-        if r["set"].startswith("adversarial"):
+        if r["set"].startswith("adversarial") and not adversarial:
             continue
+        a = pk["answerability"]
+        # Where the pack sits between the short and the long end of `full_at` (0 short,
+        # 1 long), recovered from the threshold the pack reports; None when the long end
+        # applies because too little of the query is supported.
+        supported = a["signals"]["aspect_support"] >= SHORT_MIN_SUPPORT
+        t = (a["full_at"] - FULL_AT_SHORT) / (FULL_AT_LONG - FULL_AT_SHORT) if supported else None
         out.append(dict(corpus=corpus, set=r["set"], answerable=r["answerable"],
                         cited=pk["evidence_cited"], query=pk["query"],
-                        passages=pk.get("passages") or [],
-                        x=[pk["answerability"]["signals"][f] for f in FEATS]))
+                        passages=pk.get("passages") or [], score=a["score"], t=t,
+                        x=[a["signals"][f] for f in FEATS]))
     return out
 
 
@@ -103,5 +116,26 @@ def main():
         print(t, " | ".join(cells))
 
 
+def short_end(paths):
+    """The sweep behind FULL_AT_SHORT: per candidate short end, the `full` rate of every set
+    with the shipped scores and each pack's position between the ends (the long end fixed)."""
+    packs = []
+    for i, path in enumerate(paths):
+        packs += load(path, f"corpus{i}", adversarial=True)
+    sets = collections.defaultdict(list)
+    for r in packs:
+        if r["answerable"] and not r["cited"] and not r["set"].startswith("adversarial"):
+            continue
+        sets[(r["corpus"], r["set"])].append(r)
+    print("full_at short end: full rate per set (answerable: among packs citing evidence)")
+    for short in [0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.85]:
+        def full(r):
+            th = FULL_AT_LONG if r["t"] is None else short + (FULL_AT_LONG - short) * r["t"]
+            return r["score"] >= th
+        cells = [f"{s}@{c} {sum(map(full, rs)) / len(rs):.3f}" for (c, s), rs in sorted(sets.items())]
+        print(short, " | ".join(cells))
+
+
 if __name__ == "__main__":
     main()
+    short_end(sys.argv[1:])

@@ -222,6 +222,19 @@ fn contained_in(passage: &str, packed: &str) -> bool {
     format!(" {packed} ").contains(&format!(" {passage} "))
 }
 
+/// The stems a packed passage supports aspects with: its text's, and its speaker's name
+/// when it is a message. Who said something is part of what the memory says (the pack
+/// labels it), so a question naming a person ("When did Caroline go to the support
+/// group?") is supported by the message she wrote ("I went to a LGBTQ support group
+/// yesterday"), not only by messages whose text happens to name her.
+fn support_stems(text: &str, speaker: Option<&str>) -> HashSet<String> {
+    let mut stems: HashSet<String> = content_stems(text).into_iter().collect();
+    if let Some(s) = speaker {
+        stems.extend(content_stems(s));
+    }
+    stems
+}
+
 /// How strongly each sentence supports the query: the weights of the aspects it supports
 /// ([`crate::answer::aspect_weight`]: identifiers count twice).
 fn sentence_scores(it: &ItemText, aspects: &[Aspect]) -> Vec<usize> {
@@ -355,7 +368,7 @@ pub fn build_pack(
             if block > share || blocks_so_far + block > input.budget {
                 return None;
             }
-            let stems: HashSet<String> = content_stems(&text).into_iter().collect();
+            let stems = support_stems(&text, item.point.speaker.as_deref());
             let cand = Included {
                 item_idx: idx,
                 frames: frames(&text),
@@ -795,13 +808,23 @@ fn assess(
     } else {
         crate::answer::score(&signals)
     };
+    // The threshold follows the first cited item's length and how much of the question the
+    // cited items support (see `answer::full_at`).
+    let evidence_words = included.first().map_or(0, |inc| {
+        items[inc.item_idx]
+            .point
+            .text
+            .as_deref()
+            .map_or(0, |t| t.split_whitespace().count())
+    });
+    let full_at = crate::answer::full_at(evidence_words, aspect_support);
     let answerability = Answerability {
         score,
-        full_at: crate::answer::FULL_AT,
+        full_at,
         none_below: crate::answer::NONE_BELOW,
         signals,
     };
-    let mut coverage = crate::answer::coverage(score);
+    let mut coverage = crate::answer::coverage(score, full_at);
     if coverage == Coverage::None {
         return (
             Coverage::None,

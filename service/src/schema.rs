@@ -213,7 +213,9 @@ pub struct AnswerSignals {
 pub struct Answerability {
     /// Estimated probability (0..1) that the cited items answer the query.
     pub score: f32,
-    /// `coverage` is `full` at or above this score (unless the memories conflict).
+    /// `coverage` is `full` at or above this score (unless the memories conflict). This
+    /// pack's own threshold: lower for short evidence that supports most of the query
+    /// (a chat message, a note), higher for long passages.
     pub full_at: f32,
     /// `coverage` is `none` below this score.
     pub none_below: f32,
