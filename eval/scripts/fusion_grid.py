@@ -48,11 +48,15 @@ def share(words, short, long, n0=32, n1=256):
     return short + (long - short) * min(1.0, max(0.0, t))
 
 
-def fused(q, short, long):
+def fused_scores(q, short, long):
     d, b = minmax(leg(q["dense"])), minmax(leg(q["sparse"]))
     words = statistics.mean([len((t or "").split()) for _, _, t in q["dense"][:10] + q["sparse"][:10] if t] or [1])
     a = share(words, short, long)
-    scores = {k: a * d.get(k, 0) + (1 - a) * b.get(k, 0) for k in set(d) | set(b)}
+    return {k: a * d.get(k, 0) + (1 - a) * b.get(k, 0) for k in set(d) | set(b)}
+
+
+def fused(q, short, long):
+    scores = fused_scores(q, short, long)
     return sorted(scores, key=lambda k: (-scores[k], k))
 
 
