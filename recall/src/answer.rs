@@ -185,9 +185,11 @@ pub fn full_at(words: usize, aspect_support: f32) -> f32 {
     if aspect_support < SHORT_MIN_SUPPORT {
         return FULL_AT_LONG;
     }
-    let (lo, hi) = (SHORT_EVIDENCE_WORDS.ln(), LONG_EVIDENCE_WORDS.ln());
-    let t = (((words.max(1) as f32).ln() - lo) / (hi - lo)).clamp(0.0, 1.0);
-    FULL_AT_SHORT + (FULL_AT_LONG - FULL_AT_SHORT) * t
+    crate::fusion::by_length(
+        words,
+        (SHORT_EVIDENCE_WORDS, LONG_EVIDENCE_WORDS),
+        (FULL_AT_SHORT, FULL_AT_LONG),
+    )
 }
 
 /// `coverage` is `none` below this score: the highest threshold (step 0.1) that rates at

@@ -71,16 +71,34 @@ impl From<&crate::RecallConfig> for FusionParams {
 impl FusionParams {
     /// The dense leg's share for an item of `words` words (see the module docs).
     pub fn dense_share(&self, words: usize) -> f32 {
-        let lo = self.short_words.max(1.0);
-        let hi = self.long_words.max(lo);
-        let w = (words.max(1) as f32).clamp(lo, hi);
-        let t = if hi > lo {
-            (w.ln() - lo.ln()) / (hi.ln() - lo.ln())
-        } else {
-            1.0
-        };
-        (self.dense_short + (self.dense_long - self.dense_short) * t).clamp(0.0, 1.0)
+        by_length(
+            words,
+            (self.short_words, self.long_words),
+            (self.dense_short, self.dense_long),
+        )
+        .clamp(0.0, 1.0)
     }
+}
+
+/// A value that follows a text's length in words: `short` up to `short_words`, `long` from
+/// `long_words`, log-linear between (the geometric middle of the two lengths gets the
+/// arithmetic middle of the two values). Shared by the fusion's dense share and the
+/// answerability's `full` threshold ([`crate::answer::full_at`]), which both tell a chat
+/// line from an abstract by its length.
+pub(crate) fn by_length(
+    words: usize,
+    (short_words, long_words): (f32, f32),
+    (short, long): (f32, f32),
+) -> f32 {
+    let lo = short_words.max(1.0);
+    let hi = long_words.max(lo);
+    let w = (words.max(1) as f32).clamp(lo, hi);
+    let t = if hi > lo {
+        (w.ln() - lo.ln()) / (hi.ln() - lo.ln())
+    } else {
+        1.0
+    };
+    short + (long - short) * t
 }
 
 /// The items one identifier was found in (verbatim), in probe order.
