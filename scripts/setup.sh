@@ -77,4 +77,35 @@ cat > "$MODEL_DIR/cairn-model.json" <<'JSON'
 {"name": "bge-small-en", "dim": 384, "pooling": "cls", "max_tokens": 512,
  "query_prefix": "Represent this sentence for searching relevant passages: ", "document_prefix": ""}
 JSON
-echo "setup: ONNX Runtime at $ORT_DIR, model at $MODEL_DIR" >&2
+
+# qdrant-edge 0.7.2 with Cairn's patches (patches/qdrant-edge-0.7.2/*.patch), which the
+# workspace's [patch.crates-io] builds instead of the registry copy. The patch is upstream's own
+# fix from qdrant-edge 0.9.0 (a sparse posting-list append walked the whole list, so loading N
+# points cost O(N^2)); 0.9.0 itself needs a newer rustc than the toolchain here. The crate comes
+# from crates.io through cargo and is checked against the lockfile's sha256 before patching.
+EDGE_VERSION=0.7.2
+EDGE_SHA=b2e5e480105a06c8f1703082758d74a13c98fb7a94df06e12d914460786e55ea
+EDGE_DIR=".cache/crates/qdrant-edge-$EDGE_VERSION"
+EDGE_STAMP=$(cat patches/qdrant-edge-$EDGE_VERSION/*.patch | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$EDGE_DIR/.cairn-patches" 2>/dev/null)" != "$EDGE_STAMP" ]; then
+  crate_file() { ls "${CARGO_HOME:-$HOME/.cargo}"/registry/cache/*/qdrant-edge-$EDGE_VERSION.crate 2>/dev/null | head -n1; }
+  if [ -z "$(crate_file)" ]; then
+    echo "setup: downloading qdrant-edge $EDGE_VERSION from crates.io" >&2
+    tmp=$(mktemp -d)
+    mkdir -p "$tmp/src" && : > "$tmp/src/lib.rs"
+    printf '[package]\nname = "cairn-fetch"\nversion = "0.0.0"\nedition = "2021"\n[dependencies]\nqdrant-edge = "=%s"\n' \
+      "$EDGE_VERSION" > "$tmp/Cargo.toml"
+    cargo fetch --quiet --manifest-path "$tmp/Cargo.toml"
+    rm -rf "$tmp"
+  fi
+  crate=$(crate_file)
+  [ -n "$crate" ] && [ "$(sha "$crate")" = "$EDGE_SHA" ] \
+    || { echo "setup: qdrant-edge-$EDGE_VERSION.crate missing or sha256 mismatch" >&2; exit 1; }
+  rm -rf "$EDGE_DIR" && mkdir -p "$(dirname "$EDGE_DIR")"
+  tar xzf "$crate" -C "$(dirname "$EDGE_DIR")"
+  for p in patches/qdrant-edge-$EDGE_VERSION/*.patch; do
+    git apply --unsafe-paths --directory="$EDGE_DIR" "$p"
+  done
+  echo "$EDGE_STAMP" > "$EDGE_DIR/.cairn-patches"
+fi
+echo "setup: ONNX Runtime at $ORT_DIR, model at $MODEL_DIR, patched qdrant-edge at $EDGE_DIR" >&2
