@@ -6,8 +6,9 @@
 //! p50/p99 latency and the error count per phase:
 //!
 //! ```sh
-//! cargo run --release -p cairn-api --example load               # 500 recall, 200 complete, 8 at once
-//! cargo run --release -p cairn-api --example load -- 1000 400 16  # recalls completes concurrency
+//! cargo run --release -p cairn-api --example load                  # 500 recall, 200 complete, at 8, 16, 32
+//! cargo run --release -p cairn-api --example load -- 1000 400 16     # recalls completes concurrency
+//! cargo run --release -p cairn-api --example load -- 500 200 1,8,32  # several levels, one after another
 //! ```
 //!
 //! Every query and turn is distinct, so each request pays for its own embedding (no cache
@@ -153,13 +154,15 @@ fn scope() -> Value {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse())
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let recalls: usize = args.first().map_or(Ok(500), |a| a.parse())?;
+    let completes: usize = args.get(1).map_or(Ok(200), |a| a.parse())?;
+    let levels: Vec<usize> = args
+        .get(2)
+        .map_or("8,16,32", String::as_str)
+        .split(',')
+        .map(|c| c.trim().parse::<usize>().map(|c| c.max(1)))
         .collect::<Result<_, _>>()?;
-    let recalls = args.first().copied().unwrap_or(500);
-    let completes = args.get(1).copied().unwrap_or(200);
-    let concurrency = args.get(2).copied().unwrap_or(8).max(1);
 
     let dir = tempfile::tempdir()?;
     let opened = Instant::now();
@@ -204,29 +207,41 @@ fn main() -> anyhow::Result<()> {
     });
     run_phase("warm-up", &base, 1, 1, warm);
 
-    let recall = Arc::new(|i: usize| {
-        let q = QUESTIONS[i % QUESTIONS.len()];
-        (
-            "/v1/recall".to_string(),
-            json!({"scope": scope(), "query": format!("{q}? (request {i})")}),
-        )
-    });
-    let r = run_phase("recall", &base, recalls, concurrency, recall);
+    let mut errors = 0;
+    for (level, &concurrency) in levels.iter().enumerate() {
+        println!("== {concurrency} at once");
+        // Distinct queries and turn ids per level: no cache hit, no replayed turn.
+        let offset = level * (recalls + completes);
+        let recall = Arc::new(move |i: usize| {
+            let q = QUESTIONS[i % QUESTIONS.len()];
+            (
+                "/v1/recall".to_string(),
+                json!({"scope": scope(), "query": format!("{q}? (request {})", offset + i)}),
+            )
+        });
+        let r = run_phase("recall", &base, recalls, concurrency, recall);
 
-    let complete = Arc::new(|i: usize| {
-        (
-            format!("/v1/turns/load-{i}/complete"),
-            json!({"scope": scope(),
-                "user_message": format!("Note {i}: my locker number is {} and my desk is on floor {}.", 100 + i, i % 7),
-                "assistant_message": format!("Noted: locker {} on floor {} (turn {i}).", 100 + i, i % 7)}),
-        )
-    });
-    let c = run_phase("complete", &base, completes, concurrency, complete);
+        let complete = Arc::new(move |i: usize| {
+            let i = offset + i;
+            (
+                format!("/v1/turns/load-{i}/complete"),
+                json!({"scope": scope(),
+                    "user_message": format!("Note {i}: my locker number is {} and my desk is on floor {}.", 100 + i, i % 7),
+                    "assistant_message": format!("Noted: locker {} on floor {} (turn {i}).", 100 + i, i % 7)}),
+            )
+        });
+        let c = run_phase("complete", &base, completes, concurrency, complete);
+        errors += r.errors.load(Ordering::Relaxed) + c.errors.load(Ordering::Relaxed);
+    }
+    let (runs, texts) = state.engine.embedder().query_runs();
+    println!(
+        "embedder: {texts} query texts in {runs} model runs (mean batch {:.2})",
+        texts as f64 / runs.max(1) as f64
+    );
 
     let points = runtime.block_on(state.engine.store().count_all())?;
     println!("store: {points} points after the run");
     runtime.shutdown_timeout(Duration::from_secs(5));
-    let errors = r.errors.load(Ordering::Relaxed) + c.errors.load(Ordering::Relaxed);
     if errors > 0 {
         anyhow::bail!("{errors} requests failed");
     }

@@ -45,6 +45,11 @@ impl ModelSpec {
     }
 }
 
+/// Default of [`EmbedConfig::query_batch`].
+pub const DEFAULT_QUERY_BATCH: usize = 16;
+/// Default of [`EmbedConfig::query_wait`], in microseconds.
+pub const DEFAULT_QUERY_WAIT_US: u64 = 2_000;
+
 /// Where to find the model and the runtime, and how to run them.
 #[derive(Debug, Clone)]
 pub struct EmbedConfig {
@@ -66,6 +71,15 @@ pub struct EmbedConfig {
     /// `model_dir` (env `CAIRN_HUB_MODEL`, e.g. `BAAI/bge-small-en-v1.5`; needs the `hub`
     /// feature and internet access). Downloads are cached under `<model_dir>/hub`.
     pub hub_model: Option<String>,
+    /// Most queries embedded in one model run (dynamic batching: queries waiting for the
+    /// model at the same moment share a run; env `CAIRN_QUERY_BATCH`, default 16; 1 turns
+    /// it off). The int8 model quantizes activations per batch, so a batched query's vector
+    /// differs from its lone vector by about the quantization's own error (cosine > 0.99).
+    pub query_batch: usize,
+    /// How long the worker holds a query run open for more queries (env
+    /// `CAIRN_QUERY_WAIT_US`, default 2,000 µs). Only under load: it waits only when the run
+    /// before was itself a batch, so a lone query on an idle server never waits.
+    pub query_wait: std::time::Duration,
     /// Most vectors the on-disk embedding cache keeps (env `CAIRN_EMBED_CACHE_MAX`; least
     /// recently used evicted first).
     pub cache_max_entries: usize,
@@ -102,6 +116,17 @@ impl EmbedConfig {
             hub_model: std::env::var("CAIRN_HUB_MODEL")
                 .ok()
                 .filter(|v| !v.is_empty()),
+            query_batch: std::env::var("CAIRN_QUERY_BATCH")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .filter(|n: &usize| *n > 0)
+                .unwrap_or(DEFAULT_QUERY_BATCH),
+            query_wait: std::time::Duration::from_micros(
+                std::env::var("CAIRN_QUERY_WAIT_US")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(DEFAULT_QUERY_WAIT_US),
+            ),
             cache_max_entries: std::env::var("CAIRN_EMBED_CACHE_MAX")
                 .ok()
                 .and_then(|v| v.parse().ok())

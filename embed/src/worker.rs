@@ -29,6 +29,10 @@ struct Queues {
 struct Queue {
     state: Mutex<Queues>,
     ready: Condvar,
+    /// Model runs made for queries, and the query texts they embedded (their ratio is the
+    /// mean dynamic batch).
+    query_runs: std::sync::atomic::AtomicU64,
+    query_texts: std::sync::atomic::AtomicU64,
 }
 
 impl Queue {
@@ -229,13 +233,19 @@ impl Embedder {
         let queue = Arc::new(Queue {
             state: Mutex::new(Queues::default()),
             ready: Condvar::new(),
+            query_runs: Default::default(),
+            query_texts: Default::default(),
         });
         let worker_queue = Arc::clone(&queue);
-        let batch_size = config.batch_size.max(1);
-        let dim = spec.dim;
+        let plan = Plan {
+            batch_size: config.batch_size.max(1),
+            query_batch: config.query_batch.max(1),
+            query_wait: config.query_wait,
+            dim: spec.dim,
+        };
         let handle = std::thread::Builder::new()
             .name("cairn-embed".into())
-            .spawn(move || run_worker(engine, worker_queue, batch_size, dim))
+            .spawn(move || run_worker(engine, worker_queue, plan))
             .map_err(|e| EmbedError::ModelUnavailable(format!("cannot start worker: {e}")))?;
 
         Ok(Embedder {
@@ -299,6 +309,14 @@ impl Embedder {
             .map(|t| EmbeddingCache::key(&self.inner.model_id, &format!("{prefix}{t}")))
             .collect();
         cache.purge(&keys)
+    }
+
+    /// Model runs made for queries so far and the query texts they embedded: with dynamic
+    /// batching, concurrent queries share runs, so texts / runs is the mean batch.
+    pub fn query_runs(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let q = &self.inner.queue;
+        (q.query_runs.load(Relaxed), q.query_texts.load(Relaxed))
     }
 
     /// Number of vectors in the embedding cache (0 without a cache).
@@ -437,26 +455,148 @@ fn prefix_all(prefix: &str, texts: Vec<String>) -> Vec<String> {
     }
 }
 
-fn run_worker(mut engine: TextEmbedding, queue: Arc<Queue>, batch_size: usize, dim: usize) {
+/// How the worker batches: documents in groups of `batch_size` texts of similar length,
+/// queries that wait at the same moment in one run of up to `query_batch` texts.
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    batch_size: usize,
+    query_batch: usize,
+    query_wait: std::time::Duration,
+    dim: usize,
+}
+
+fn run_worker(mut engine: TextEmbedding, queue: Arc<Queue>, plan: Plan) {
+    // Size of the last query run: a run of several means queries are arriving together, so
+    // the next one may wait `query_wait` for company; after a lone query it never waits.
+    let mut last_run = 0usize;
     loop {
-        let job = {
-            let mut q = queue.lock();
-            loop {
-                if let Some(job) = q.queries.pop_front() {
-                    break Some(job);
-                }
-                if let Some(job) = q.documents.pop_front() {
-                    break Some(job);
-                }
-                if q.shutdown {
-                    break None;
-                }
-                q = queue.ready.wait(q).unwrap_or_else(|p| p.into_inner());
+        let mut q = queue.lock();
+        loop {
+            if !q.queries.is_empty() || !q.documents.is_empty() || q.shutdown {
+                break;
             }
+            q = queue.ready.wait(q).unwrap_or_else(|p| p.into_inner());
+        }
+        if !q.queries.is_empty() {
+            let mut jobs = Vec::new();
+            let mut texts = 0;
+            take_queries(&mut q, &mut jobs, &mut texts, plan.query_batch);
+            if last_run > 1 && texts < plan.query_batch && !plan.query_wait.is_zero() {
+                let deadline = std::time::Instant::now() + plan.query_wait;
+                while texts < plan.query_batch {
+                    let now = std::time::Instant::now();
+                    if now >= deadline || q.shutdown {
+                        break;
+                    }
+                    q = queue
+                        .ready
+                        .wait_timeout(q, deadline - now)
+                        .map(|(g, _)| g)
+                        .unwrap_or_else(|p| p.into_inner().0);
+                    take_queries(&mut q, &mut jobs, &mut texts, plan.query_batch);
+                }
+            }
+            drop(q);
+            last_run = texts;
+            embed_queries(&mut engine, &queue, jobs, plan.dim);
+            continue;
+        }
+        let Some(job) = q.documents.pop_front() else {
+            return;
         };
-        let Some(job) = job else { return };
-        let result = embed_grouped(&mut engine, &job.texts, batch_size, dim, &queue);
+        if job.texts.len() < plan.batch_size {
+            // Small document jobs waiting together (concurrent message writes, a turn's two
+            // messages each) share one model run, up to one batch.
+            let mut texts = job.texts.len();
+            let mut jobs = vec![job];
+            while let Some(next) = q.documents.front() {
+                if texts + next.texts.len() > plan.batch_size {
+                    break;
+                }
+                texts += next.texts.len();
+                jobs.extend(q.documents.pop_front());
+            }
+            drop(q);
+            embed_together(&mut engine, jobs, plan.dim);
+            continue;
+        }
+        drop(q);
+        let result = embed_grouped(&mut engine, &job.texts, plan, &queue);
         let _ = job.reply.send(result);
+    }
+}
+
+/// Moves waiting query jobs into `jobs` while they fit in `max` texts (a first job always
+/// goes, whatever its size).
+fn take_queries(q: &mut Queues, jobs: &mut Vec<Job>, texts: &mut usize, max: usize) {
+    while let Some(job) = q.queries.front() {
+        if *texts > 0 && *texts + job.texts.len() > max {
+            break;
+        }
+        *texts += job.texts.len();
+        jobs.extend(q.queries.pop_front());
+    }
+}
+
+/// One model run for the query jobs in `jobs` (dynamic batching), counted.
+fn embed_queries(engine: &mut TextEmbedding, queue: &Queue, jobs: Vec<Job>, dim: usize) {
+    use std::sync::atomic::Ordering::Relaxed;
+    if jobs.is_empty() {
+        return;
+    }
+    let texts: usize = jobs.iter().map(|j| j.texts.len()).sum();
+    queue.query_runs.fetch_add(1, Relaxed);
+    queue.query_texts.fetch_add(texts as u64, Relaxed);
+    embed_together(engine, jobs, dim);
+}
+
+/// One model run for the texts of every job in `jobs`; each job gets its own vectors back,
+/// in order. A failed run fails every job in it.
+fn embed_together(engine: &mut TextEmbedding, jobs: Vec<Job>, dim: usize) {
+    if jobs.is_empty() {
+        return;
+    }
+    let all: Vec<&str> = jobs
+        .iter()
+        .flat_map(|j| j.texts.iter().map(String::as_str))
+        .collect();
+    let result = engine
+        .embed(&all, Some(all.len().max(1)))
+        .map_err(|e| EmbedError::Inference(e.to_string()))
+        .and_then(|vectors| {
+            if vectors.len() != all.len() {
+                return Err(EmbedError::Inference(format!(
+                    "model returned {} vectors for {} texts",
+                    vectors.len(),
+                    all.len()
+                )));
+            }
+            match vectors.iter().find(|v| v.len() != dim) {
+                Some(v) => Err(EmbedError::InvalidConfig(format!(
+                    "model produced {}-d vectors, cairn-model.json says {dim}",
+                    v.len()
+                ))),
+                None => Ok(vectors),
+            }
+        });
+    match result {
+        Ok(vectors) => {
+            let mut vectors = vectors.into_iter();
+            for job in jobs {
+                let mine: Vec<Vec<f32>> = vectors.by_ref().take(job.texts.len()).collect();
+                let _ = job.reply.send(Ok(mine));
+            }
+        }
+        Err(e) => {
+            let message = e.to_string();
+            for job in jobs {
+                let err = match &e {
+                    EmbedError::InvalidConfig(_) => EmbedError::InvalidConfig(message.clone()),
+                    _ => EmbedError::Inference(message.clone()),
+                };
+                let _ = job.reply.send(Err(err));
+            }
+        }
     }
 }
 
@@ -465,14 +605,14 @@ fn run_worker(mut engine: TextEmbedding, queue: Arc<Queue>, batch_size: usize, d
 fn embed_grouped(
     engine: &mut TextEmbedding,
     texts: &[String],
-    batch_size: usize,
-    dim: usize,
+    plan: Plan,
     queue: &Queue,
 ) -> Result<Vec<Vec<f32>>> {
+    let dim = plan.dim;
     let mut order: Vec<usize> = (0..texts.len()).collect();
     order.sort_by_key(|&i| texts[i].len());
     let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-    let groups: Vec<&[usize]> = order.chunks(batch_size).collect();
+    let groups: Vec<&[usize]> = order.chunks(plan.batch_size).collect();
     let last = groups.len().saturating_sub(1);
     for (g, group) in groups.into_iter().enumerate() {
         let batch: Vec<&str> = group.iter().map(|&i| texts[i].as_str()).collect();
@@ -488,18 +628,22 @@ fn embed_grouped(
             }
             out[i] = v;
         }
-        // Let queries through between document batches. Not after the last batch: this
-        // job's reply goes out first (the worker loop serves queued queries next anyway),
-        // or a steady stream of queries would hold it back indefinitely.
-        // Only the queries waiting now: later arrivals wait for the next batch boundary, so
-        // the document job always progresses.
+        // Let queries through between document batches, in runs of up to `query_batch`.
+        // Not after the last batch: this job's reply goes out first (the worker loop serves
+        // queued queries next anyway), or a steady stream of queries would hold it back
+        // indefinitely. Only the queries waiting now: later arrivals wait for the next batch
+        // boundary, so the document job always progresses.
         if g < last {
-            let waiting = std::mem::take(&mut queue.lock().queries);
-            for q in waiting {
-                let r = engine
-                    .embed(&q.texts, None)
-                    .map_err(|e| EmbedError::Inference(e.to_string()));
-                let _ = q.reply.send(r);
+            let mut waiting = std::mem::take(&mut queue.lock().queries);
+            while !waiting.is_empty() {
+                let mut run = Queues {
+                    queries: std::mem::take(&mut waiting),
+                    ..Queues::default()
+                };
+                let (mut jobs, mut n) = (Vec::new(), 0);
+                take_queries(&mut run, &mut jobs, &mut n, plan.query_batch);
+                waiting = run.queries;
+                embed_queries(engine, queue, jobs, dim);
             }
         }
     }
@@ -517,6 +661,95 @@ mod tests {
         let err = Embedder::open(&config, None).unwrap_err();
         assert!(matches!(err, EmbedError::InvalidConfig(_)), "{err}");
         assert!(err.to_string().contains("hub"));
+    }
+
+    fn cosine(a: &[f32], b: &[f32]) -> f32 {
+        let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        let n = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        dot / (n(a) * n(b))
+    }
+
+    /// Queries that wait while a document job runs are embedded together (fewer model runs
+    /// than queries), and each gets the vector it gets alone.
+    #[test]
+    fn concurrent_queries_share_model_runs_and_keep_their_vectors() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let embedder = Embedder::open(&EmbedConfig::from_env(), None).unwrap();
+        let queries: Vec<String> = (0..12)
+            .map(|i| format!("question number {i} about the travel policy"))
+            .collect();
+        let alone: Vec<Vec<f32>> = rt.block_on(async {
+            let mut out = Vec::new();
+            for q in &queries {
+                out.push(embedder.embed_query(q).await.unwrap());
+            }
+            out
+        });
+        let (runs_before, texts_before) = embedder.query_runs();
+        assert_eq!(texts_before, 12);
+        assert_eq!(runs_before, 12, "sequential queries run alone");
+        // A document job of several batches holds the worker; the queries arrive meanwhile
+        // and are served together at the next batch boundary.
+        let docs: Vec<String> = (0..48)
+            .map(|i| format!("document {i} ").repeat(40))
+            .collect();
+        let together: Vec<Vec<f32>> = rt.block_on(async {
+            let e = embedder.clone();
+            let doc_job = tokio::spawn(async move { e.embed_documents(docs).await });
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            let tasks: Vec<_> = queries
+                .iter()
+                .map(|q| {
+                    let (e, q) = (embedder.clone(), q.clone());
+                    tokio::spawn(async move { e.embed_query(&q).await })
+                })
+                .collect();
+            let mut out = Vec::new();
+            for t in tasks {
+                out.push(t.await.unwrap().unwrap());
+            }
+            assert_eq!(doc_job.await.unwrap().unwrap().len(), 48);
+            out
+        });
+        let (runs, texts) = embedder.query_runs();
+        assert_eq!(texts - texts_before, 12);
+        assert!(
+            runs - runs_before < 12,
+            "12 concurrent queries took {} model runs",
+            runs - runs_before
+        );
+        // Not bit for bit: the int8 model quantizes activations with one scale per tensor,
+        // so a text's vector depends slightly on its batch (documents have always been
+        // batched; `CAIRN_QUERY_BATCH=1` keeps every query alone).
+        for (a, b) in alone.iter().zip(&together) {
+            assert!(
+                cosine(a, b) > 0.99,
+                "batched vector differs: {}",
+                cosine(a, b)
+            );
+        }
+    }
+
+    #[test]
+    fn take_queries_respects_the_batch_bound() {
+        let mut q = Queues::default();
+        for n in [1, 1, 3, 1] {
+            let (tx, _rx) = oneshot::channel();
+            q.queries.push_back(Job {
+                texts: vec![String::new(); n],
+                reply: tx,
+            });
+        }
+        let (mut jobs, mut texts) = (Vec::new(), 0);
+        take_queries(&mut q, &mut jobs, &mut texts, 4);
+        assert_eq!((jobs.len(), texts), (2, 2), "the 3-text job would pass 4");
+        let (mut jobs, mut texts) = (Vec::new(), 0);
+        take_queries(&mut q, &mut jobs, &mut texts, 2);
+        assert_eq!((jobs.len(), texts), (1, 3), "a first job always goes");
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub use messages::{parse_messages, MessageInput, Timestamp};
 pub use pipeline::{
     DocSource, DocStatus, DocumentInput, DocumentReport, IngestConfig, Ingestor, Outcome, Progress,
 };
-pub use record_messages::MessageReceipt;
+pub use record_messages::{MessageReceipt, MessageVectors};
 
 use cairn_models::ErrorKind;
 

@@ -28,7 +28,43 @@ pub struct MessageReceipt {
     pub created: bool,
 }
 
+/// Vectors of message texts, computed before a write takes its locks
+/// ([`Ingestor::embed_messages`]): the model is the slow part of recording a message, and a
+/// vector is a pure function of the text, so concurrent writers embed side by side (and
+/// share model runs) instead of one after another under the locks.
+#[derive(Debug, Clone, Default)]
+pub struct MessageVectors(HashMap<String, Vec<f32>>);
+
+/// The text a message is embedded (and BM25-indexed) by: its content, after its speaker.
+fn embedding_text(m: &MessageInput) -> String {
+    match &m.speaker {
+        Some(s) => format!("{s}: {}", m.content),
+        None => m.content.clone(),
+    }
+}
+
 impl Ingestor {
+    /// Embeds the messages' texts (valid, non-empty ones) without taking any lock; pass the
+    /// result to [`Ingestor::record_messages_prepared`].
+    pub async fn embed_messages<'a>(
+        &self,
+        messages: impl IntoIterator<Item = &'a MessageInput>,
+    ) -> Result<MessageVectors, IngestError> {
+        let mut texts: Vec<String> = messages
+            .into_iter()
+            .filter(|m| m.validate().is_ok())
+            .map(embedding_text)
+            .filter(|t| !t.trim().is_empty())
+            .collect();
+        texts.sort();
+        texts.dedup();
+        if texts.is_empty() {
+            return Ok(MessageVectors::default());
+        }
+        let vectors = self.embedder.embed_documents(texts.clone()).await?;
+        Ok(MessageVectors(texts.into_iter().zip(vectors).collect()))
+    }
+
     /// Records conversation messages verbatim, keyless ones keyed by content
     /// ([`KeylessMessages::ByContent`]): recording the same batch again (re-running a file)
     /// writes nothing. See [`Ingestor::record_messages_with`].
@@ -54,6 +90,21 @@ impl Ingestor {
         keyed: Vec<KeyedMessage>,
         keyless: KeylessMessages,
     ) -> Result<Vec<MessageReceipt>, IngestError> {
+        self.record_messages_prepared(scope, keyed, keyless, None)
+            .await
+    }
+
+    /// [`Ingestor::record_messages_with`] with vectors embedded beforehand
+    /// ([`Ingestor::embed_messages`]; a caller that serializes writes itself embeds before
+    /// its own lock). Without them, or for a text they lack, the messages are embedded here,
+    /// still before the write's locks.
+    pub async fn record_messages_prepared(
+        &self,
+        scope: &Scope,
+        keyed: Vec<KeyedMessage>,
+        keyless: KeylessMessages,
+        vectors: Option<MessageVectors>,
+    ) -> Result<Vec<MessageReceipt>, IngestError> {
         scope
             .validate()
             .map_err(|e| IngestError::InvalidInput(e.to_string()))?;
@@ -75,6 +126,19 @@ impl Ingestor {
                 },
                 other => IngestError::InvalidInput(format!("message {i}: {other}")),
             })?;
+        }
+        let mut vectors = vectors.unwrap_or_default();
+        let missing: Vec<&MessageInput> = keyed
+            .iter()
+            .map(|k| &k.message)
+            .filter(|m| {
+                let t = embedding_text(m);
+                !t.trim().is_empty() && !vectors.0.contains_key(&t)
+            })
+            .collect();
+        if !missing.is_empty() {
+            let more = self.embed_messages(missing).await?;
+            vectors.0.extend(more.0);
         }
         let partition = scope.partition();
         let mut seqs = self.seqs.lock().await;
@@ -194,10 +258,7 @@ impl Ingestor {
             p.content_hash = Some(sha256_hex(m.content.as_bytes()));
             p.metadata = m.metadata.clone();
             p.state = state.clone();
-            let text = match &m.speaker {
-                Some(s) => format!("{s}: {}", m.content),
-                None => m.content.clone(),
-            };
+            let text = embedding_text(m);
             receipts.push(MessageReceipt {
                 id: *id,
                 reference: p.reference(),
@@ -210,24 +271,23 @@ impl Ingestor {
             to_write.push((*id, p));
         }
         if !to_write.is_empty() {
-            // Only messages with content are embedded; an empty one is stored without
-            // vectors (nothing to search it by).
-            let to_embed: Vec<String> = texts
-                .iter()
-                .filter(|t| !t.trim().is_empty())
-                .cloned()
-                .collect();
-            let mut embedded = self.embedder.embed_documents(to_embed).await?.into_iter();
+            // Only messages with content have vectors (embedded above, before the locks);
+            // an empty one is stored without (nothing to search it by).
             let vectors: Vec<Option<Vec<f32>>> = texts
                 .iter()
                 .map(|t| {
                     if t.trim().is_empty() {
-                        None
+                        Ok(None)
                     } else {
-                        embedded.next()
+                        vectors.0.get(t).cloned().map(Some).ok_or_else(|| {
+                            IngestError::Internal(format!(
+                                "no vector for a message of {} bytes",
+                                t.len()
+                            ))
+                        })
                     }
                 })
-                .collect();
+                .collect::<Result<_, _>>()?;
             let conversations: std::collections::BTreeSet<String> = to_write
                 .iter()
                 .filter_map(|(_, p)| p.conversation_id.clone())

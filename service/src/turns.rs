@@ -163,6 +163,21 @@ pub(crate) async fn complete(
 
     let partition = req.scope.partition();
     let record_id = turn_record_id(&req.scope, turn_id);
+    // The messages' vectors before the turn lock: embedding is most of a completion's
+    // time, and concurrent completions then embed side by side (sharing model runs).
+    let plain = |content: &str| MessageInput {
+        conversation_id: req.scope.session.clone(),
+        role: Role::User,
+        content: content.to_string(),
+        ts: None,
+        turn_id: None,
+        speaker: None,
+        metadata: None,
+    };
+    let vectors = engine
+        .ingestor
+        .embed_messages(&[plain(&req.user_message), plain(&req.assistant_message)])
+        .await?;
     let _serial = engine.serial(crate::engine::Section::Turns).await?;
     if let Some(existing) = engine
         .store
@@ -227,13 +242,14 @@ pub(crate) async fn complete(
     };
     let receipts = engine
         .ingestor
-        .record_messages_with(
+        .record_messages_prepared(
             &req.scope,
             vec![
                 message(Role::User, &req.user_message),
                 message(Role::Assistant, &req.assistant_message),
             ],
             KeylessMessages::ByContent,
+            Some(vectors),
         )
         .await
         .map_err(|e| match e {
