@@ -36,9 +36,10 @@ pub enum BenchCommand {
     /// Recall latency (retrieval alone, and the whole recall with query embedding and pack
     /// assembly) over a store of N chunks.
     Recall {
-        /// Number of chunks in the store.
-        #[arg(long, default_value_t = 10_000)]
-        chunks: usize,
+        /// Number of chunks in the store; several sizes (`10000,100000,1000000`) run one
+        /// after another, each on a fresh store, with a summary table at the end.
+        #[arg(long, value_delimiter = ',', default_value = "10000")]
+        chunks: Vec<usize>,
         /// Number of timed queries (all distinct, so no cache helps).
         #[arg(long, default_value_t = 200)]
         queries: usize,
@@ -144,11 +145,104 @@ fn generated_doc(rng: &mut Rng, i: usize) -> String {
     text
 }
 
-fn peak_rss_mib() -> Option<f64> {
+/// A field of `/proc/self/status` in MiB (`VmHWM`: peak resident set; `RssAnon`: resident
+/// anonymous memory, what the process holds that the OS cannot page out to a file;
+/// `RssFile`: resident pages of mapped files, which the page cache can drop).
+fn status_mib(field: &str) -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = status
+        .lines()
+        .find(|l| l.split(':').next() == Some(field))?;
     let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb / 1024.0)
+}
+
+fn peak_rss_mib() -> Option<f64> {
+    status_mib("VmHWM")
+}
+
+/// Resets the peak resident set (`VmHWM`) to the current one, so each size of a scale run
+/// reports its own peak (Linux: writing 5 to `clear_refs`).
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// Bytes allocated on disk under `dir` (blocks, not apparent sizes: mapped files are sparse).
+fn dir_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.metadata().ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.blocks() * 512)
+        .sum()
+}
+
+/// Samples `RssAnon` every 50 ms on a thread of its own and keeps the largest value: Linux
+/// keeps a peak only for the whole resident set (`VmHWM`), which also counts mapped file
+/// pages the page cache can drop.
+struct AnonPeak {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    peak_kib: Arc<std::sync::atomic::AtomicU64>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl AnonPeak {
+    fn start() -> Self {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let stop = Arc::new(AtomicBool::new(false));
+        let peak_kib = Arc::new(AtomicU64::new(0));
+        let (s, p) = (Arc::clone(&stop), Arc::clone(&peak_kib));
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                if let Some(mib) = status_mib("RssAnon") {
+                    p.fetch_max((mib * 1024.0) as u64, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        AnonPeak {
+            stop,
+            peak_kib,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops sampling; the peak in MiB.
+    fn finish(mut self) -> f64 {
+        use std::sync::atomic::Ordering;
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.peak_kib.load(Ordering::Relaxed) as f64 / 1024.0
+    }
+}
+
+fn print_scale_table(reports: &[serde_json::Value]) {
+    println!();
+    println!(
+        "| chunks | load points/s | index build | whole recall p50 / p99 | peak RSS | peak anon | anon serving | data dir | re-open |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in reports {
+        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        let p = |k: &str, q: &str| r[k][q].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "| {} | {:.0} | {:.1} s | {:.2} / {:.2} ms | {:.0} MiB | {:.0} MiB | {:.0} MiB | {:.0} MiB | {:.2} s |",
+            r["chunks"],
+            f("load_points_per_s"),
+            f("optimize_seconds"),
+            p("whole_recall_ms", "p50"),
+            p("whole_recall_ms", "p99"),
+            f("peak_rss_mib"),
+            f("peak_anon_rss_mib"),
+            f("anon_rss_mib"),
+            f("data_dir_mib"),
+            f("reopen_seconds"),
+        );
+    }
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -177,7 +271,17 @@ pub async fn run(which: BenchCommand) -> Result<std::process::ExitCode> {
             queries,
             base,
             json,
-        } => bench_recall(chunks, queries, base, json).await?,
+        } => {
+            let mut reports = Vec::new();
+            for n in chunks {
+                reports.push(bench_recall(n, queries, base, json).await?);
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&reports)?);
+            } else if reports.len() > 1 {
+                print_scale_table(&reports);
+            }
+        }
     }
     Ok(std::process::ExitCode::SUCCESS)
 }
@@ -320,7 +424,14 @@ fn normalize(v: &mut [f32]) {
     v.iter_mut().for_each(|x| *x /= n);
 }
 
-async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bool) -> Result<()> {
+async fn bench_recall(
+    n_chunks: usize,
+    n_queries: usize,
+    n_base: usize,
+    json: bool,
+) -> Result<serde_json::Value> {
+    reset_peak_rss();
+    let anon_peak = AnonPeak::start();
     let options = workspace_options()?;
     let env = EvalEnv::open(None).await?;
     let embedder = &env.embedder;
@@ -393,9 +504,11 @@ async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bo
     }
     store.upsert(batch).await?;
     let load = t.elapsed();
+    let anon_after_load = status_mib("RssAnon");
     let t = Instant::now();
     store.optimize().await?;
     let optimize = t.elapsed();
+    let anon_after_index = status_mib("RssAnon");
     eprintln!(
         "bench recall: {n_chunks} chunks loaded in {:.1}s, index built in {:.1}s; {n_queries} queries…",
         load.as_secs_f64(),
@@ -500,6 +613,29 @@ async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bo
             .await?;
         whole.push(t.elapsed());
     }
+    // A clean restart: checkpoint, close everything, re-open the store and answer a query.
+    store.flush().await?;
+    let data_dir_bytes = dir_bytes(ws.path());
+    let anon_serving = status_mib("RssAnon");
+    let file_serving = status_mib("RssFile");
+    let peak_anon = anon_peak.finish();
+    // A server store has no directory to re-open.
+    let embedded = store.backend().kind == "embedded";
+    drop(recaller);
+    let dir = ws.into_dir();
+    let (reopen, reopened_points) = if embedded {
+        use cairn_store::MemoryStore;
+        let (path, dim) = (dir.path().to_path_buf(), embedder.spec().dim);
+        let t = Instant::now();
+        let store = tokio::task::spawn_blocking(move || {
+            cairn_store::EdgeStore::open(&cairn_store::StoreConfig::new(path, dim))
+        })
+        .await??;
+        let reopen = t.elapsed();
+        (Some(reopen), Some(store.count_all().await?))
+    } else {
+        (None, None)
+    };
     for v in [
         &mut retrieval,
         &mut embed,
@@ -524,11 +660,18 @@ async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bo
         "recall_assemble_ms": {"p50": percentile(&packing, 0.5), "p99": percentile(&packing, 0.99)},
         "reply_lookup_ms": {"p50": percentile(&reply, 0.5), "p99": percentile(&reply, 0.99)},
         "whole_recall_ms": {"p50": percentile(&whole, 0.5), "p99": percentile(&whole, 0.99)},
+        "load_points_per_s": n_chunks as f64 / load.as_secs_f64().max(1e-9),
         "peak_rss_mib": peak_rss_mib(),
+        "anon_rss_mib": anon_serving,
+        "peak_anon_rss_mib": peak_anon,
+        "anon_rss_after_load_mib": anon_after_load,
+        "anon_rss_after_index_mib": anon_after_index,
+        "file_rss_mib": file_serving,
+        "data_dir_mib": data_dir_bytes as f64 / (1024.0 * 1024.0),
+        "reopen_seconds": reopen.map(|d| d.as_secs_f64()),
+        "reopened_points": reopened_points,
     });
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
+    if !json {
         println!("chunks            {n_chunks} (noisy copies of {n_base} embedded texts)");
         println!(
             "load / index      {:.1} s / {:.1} s",
@@ -573,9 +716,22 @@ async fn bench_recall(n_chunks: usize, n_queries: usize, n_base: usize, json: bo
                 percentile(v, 0.99)
             );
         }
-        if let Some(rss) = peak_rss_mib() {
-            println!("peak RSS          {rss:.0} MiB");
-        }
+        let mib = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0} MiB"));
+        println!(
+            "memory            peak RSS {} (anonymous {}); anonymous {} after load, {} after index, {} serving (+ {} of mapped files)",
+            mib(peak_rss_mib()),
+            mib(Some(peak_anon)),
+            mib(anon_after_load),
+            mib(anon_after_index),
+            mib(anon_serving),
+            mib(file_serving)
+        );
+        println!(
+            "data directory    {:.0} MiB; re-open {} ({} points)",
+            data_dir_bytes as f64 / (1024.0 * 1024.0),
+            reopen.map_or("-".to_string(), |d| format!("{:.2} s", d.as_secs_f64())),
+            reopened_points.map_or("-".to_string(), |n| n.to_string())
+        );
     }
-    Ok(())
+    Ok(report)
 }

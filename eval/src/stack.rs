@@ -212,6 +212,22 @@ impl Workspace {
         self.dir.path()
     }
 
+    /// Closes the engine and its store (every handle this workspace holds; drop recallers
+    /// made from it first) and hands back the directory, e.g. to time a re-open.
+    pub fn into_dir(self) -> tempfile::TempDir {
+        let Workspace {
+            engine,
+            ingestor,
+            store,
+            embedder: _,
+            dir,
+        } = self;
+        drop(ingestor);
+        drop(store);
+        drop(engine);
+        dir
+    }
+
     /// Ingests documents through the real pipeline, reporting progress, then builds the
     /// vector index as `cairn ingest` does (after a batch of ≥ 1,000 chunks).
     pub async fn ingest(

@@ -24,8 +24,8 @@ use qdrant_edge::bm25_embed::{EdgeBm25, EdgeBm25Config};
 use qdrant_edge::external::ordered_float::OrderedFloat;
 use qdrant_edge::{
     Condition, CountRequest, CreateIndex, Distance, EdgeConfig, EdgeShard, EdgeSparseVectorParams,
-    EdgeVectorParams, FieldCondition, FieldIndexOperations, Fusion, JsonPath, KeywordIndexParams,
-    Match, Modifier, NamedQuery, PayloadFieldSchema, PayloadSchemaParams, PayloadSchemaType,
+    EdgeVectorParams, FieldCondition, FieldIndexOperations, Fusion, IntegerIndexParams, JsonPath,
+    KeywordIndexParams, Match, Modifier, NamedQuery, PayloadFieldSchema, PayloadSchemaParams,
     PointId, PointInsertOperations, PointOperations, PointStruct, Prefetch, QueryEnum,
     QueryRequest, Range, ScoringQuery, ScrollRequest, UpdateOperation, ValueVariants,
     VectorInternal, VectorStructInternal, Vectors, WithPayloadInterface, WithVector,
@@ -131,18 +131,31 @@ impl EdgeStore {
             }
             shard
         } else {
+            // Bounded memory: full vectors, the sparse index, payloads and payload indexes live
+            // in memory-mapped files (the OS page cache keeps what queries touch and gives it
+            // back under pressure). What every query walks stays in RAM: the HNSW graph
+            // (~150 B a point) and int8 copies of the vectors (`dim` bytes a point, a quarter
+            // of the f32 ones), which the search traverses before it rescores its top hits
+            // with the full vectors. Data directories created before keep their own settings
+            // (`edge_config.json`).
+            let mut dense = EdgeVectorParams::builder(config.dim, Distance::Cosine).build();
+            dense.on_disk = Some(true);
             let edge_config = EdgeConfig {
-                vectors: HashMap::from([(
-                    DENSE.to_string(),
-                    EdgeVectorParams::builder(config.dim, Distance::Cosine).build(),
-                )]),
+                on_disk_payload: true,
+                vectors: HashMap::from([(DENSE.to_string(), dense)]),
                 sparse_vectors: HashMap::from([(
                     BM25.to_string(),
                     EdgeSparseVectorParams {
                         modifier: Some(Modifier::Idf),
+                        on_disk: Some(true),
                         ..Default::default()
                     },
                 )]),
+                hnsw_config: qdrant_edge::HnswIndexConfig {
+                    on_disk: Some(false),
+                    ..Default::default()
+                },
+                quantization_config: Some(int8_quantization()?),
                 ..Default::default()
             };
             let shard = EdgeShard::new(&path, edge_config).map_err(|e| {
@@ -299,10 +312,21 @@ fn apply_op(shard: &EdgeShard, bm25: &EdgeBm25, op: Op) -> Result<()> {
         .map_err(engine)
 }
 
+/// Scalar int8 quantization kept in RAM (Qdrant's `{"scalar": {"type": "int8", ...}}`;
+/// built through its JSON form because the config's wrapper type is not re-exported by
+/// qdrant-edge 0.7.2).
+fn int8_quantization() -> Result<qdrant_edge::QuantizationConfig> {
+    serde_json::from_value(serde_json::json!({
+        "scalar": {"type": "int8", "quantile": 0.99, "always_ram": true}
+    }))
+    .map_err(engine)
+}
+
 fn create_indexes(shard: &EdgeShard) -> Result<()> {
     for field in KEYWORD_FIELDS {
         let params = KeywordIndexParams {
             is_tenant: Some(*field == "tenant"),
+            on_disk: Some(true),
             ..Default::default()
         };
         shard
@@ -321,7 +345,14 @@ fn create_indexes(shard: &EdgeShard) -> Result<()> {
             .update(UpdateOperation::FieldIndexOperation(
                 FieldIndexOperations::CreateIndex(CreateIndex {
                     field_name: path(field)?,
-                    field_schema: Some(PayloadFieldSchema::FieldType(PayloadSchemaType::Integer)),
+                    field_schema: Some(PayloadFieldSchema::FieldParams(
+                        PayloadSchemaParams::Integer(IntegerIndexParams {
+                            lookup: Some(true),
+                            range: Some(true),
+                            on_disk: Some(true),
+                            ..Default::default()
+                        }),
+                    )),
                 }),
             ))
             .map_err(engine)?;
