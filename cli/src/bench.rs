@@ -47,6 +47,11 @@ pub enum BenchCommand {
         /// perturbations of them (see the command's output).
         #[arg(long, default_value_t = 300)]
         base: usize,
+        /// Also write the corpus (vectors, texts, scope) and the query vectors under this
+        /// directory, one folder per size, for a peer store to load the same data
+        /// (`scripts/peer_lancedb.py`).
+        #[arg(long)]
+        dump_corpus: Option<std::path::PathBuf>,
         #[arg(long)]
         json: bool,
     },
@@ -270,11 +275,13 @@ pub async fn run(which: BenchCommand) -> Result<std::process::ExitCode> {
             chunks,
             queries,
             base,
+            dump_corpus,
             json,
         } => {
             let mut reports = Vec::new();
             for n in chunks {
-                reports.push(bench_recall(n, queries, base, json).await?);
+                let dump = dump_corpus.as_ref().map(|d| d.join(format!("chunks-{n}")));
+                reports.push(bench_recall(n, queries, base, dump.as_deref(), json).await?);
             }
             if json {
                 println!("{}", serde_json::to_string_pretty(&reports)?);
@@ -424,12 +431,78 @@ fn normalize(v: &mut [f32]) {
     v.iter_mut().for_each(|x| *x /= n);
 }
 
+/// Where `bench recall --dump-corpus` writes one size's corpus: `vectors.f32` (the chunks'
+/// dense vectors, little-endian f32, `dim` per chunk, in load order), `chunks.jsonl` (per
+/// chunk: id, text, tenant, user, namespace, kind, source), `queries.f32` and
+/// `queries.jsonl` (the timed queries' vectors and texts) and `meta.json`.
+struct CorpusDump {
+    dir: std::path::PathBuf,
+    vectors: std::io::BufWriter<std::fs::File>,
+    chunks: std::io::BufWriter<std::fs::File>,
+}
+
+impl CorpusDump {
+    fn create(dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let file = |name: &str| -> Result<std::io::BufWriter<std::fs::File>> {
+            Ok(std::io::BufWriter::new(std::fs::File::create(
+                dir.join(name),
+            )?))
+        };
+        Ok(CorpusDump {
+            dir: dir.to_path_buf(),
+            vectors: file("vectors.f32")?,
+            chunks: file("chunks.jsonl")?,
+        })
+    }
+
+    fn chunk(&mut self, p: &UpsertPoint) -> Result<()> {
+        use std::io::Write;
+        let Some(dense) = &p.dense else {
+            return Ok(());
+        };
+        for x in dense {
+            self.vectors.write_all(&x.to_le_bytes())?;
+        }
+        let line = serde_json::json!({
+            "id": p.id, "text": p.payload.text, "tenant": p.payload.tenant,
+            "user": p.payload.user, "namespace": p.payload.namespace,
+            "kind": p.payload.kind.as_str(), "source": p.payload.source,
+        });
+        writeln!(self.chunks, "{line}")?;
+        Ok(())
+    }
+
+    fn finish(mut self, queries: &[(String, Vec<f32>)], dim: usize) -> Result<()> {
+        use std::io::Write;
+        self.vectors.flush()?;
+        self.chunks.flush()?;
+        let mut qv = Vec::with_capacity(queries.len() * dim * 4);
+        let mut qt = String::new();
+        for (q, v) in queries {
+            v.iter()
+                .for_each(|x| qv.extend_from_slice(&x.to_le_bytes()));
+            qt.push_str(&serde_json::json!({ "query": q }).to_string());
+            qt.push('\n');
+        }
+        std::fs::write(self.dir.join("queries.f32"), qv)?;
+        std::fs::write(self.dir.join("queries.jsonl"), qt)?;
+        std::fs::write(
+            self.dir.join("meta.json"),
+            serde_json::json!({"dim": dim, "queries": queries.len(), "batch": 1000}).to_string(),
+        )?;
+        Ok(())
+    }
+}
+
 async fn bench_recall(
     n_chunks: usize,
     n_queries: usize,
     n_base: usize,
+    dump: Option<&Path>,
     json: bool,
 ) -> Result<serde_json::Value> {
+    let mut dump = dump.map(CorpusDump::create).transpose()?;
     reset_peak_rss();
     let anon_peak = AnonPeak::start();
     let options = workspace_options()?;
@@ -487,6 +560,9 @@ async fn bench_recall(
             sparse: None,
             payload: p,
         });
+        if let (Some(d), Some(p)) = (dump.as_mut(), batch.last()) {
+            d.chunk(p)?;
+        }
         if index == 0 {
             let mut rec = StoredPoint::new(PointKind::Document, &scope, TrustOrigin::Document, now);
             rec.source = Some(source.clone());
@@ -525,6 +601,15 @@ async fn bench_recall(
             )
         })
         .collect();
+    if let Some(d) = dump.take() {
+        // The peer gets the queries' vectors from the same model (embedded apart from the
+        // timed loop, which embeds `timed …` variants itself).
+        let mut qs = Vec::with_capacity(queries.len());
+        for q in &queries {
+            qs.push((q.clone(), embedder.embed_query(q).await?));
+        }
+        d.finish(&qs, embedder.spec().dim)?;
+    }
     // Warm-up (first-touch page faults, lazy initialisation).
     for q in queries.iter().take(5) {
         recaller
