@@ -380,3 +380,96 @@ fn acknowledged_writes_survive_kill_9() {
         present.len()
     );
 }
+
+/// A data directory laid out by `main` at 4219785 (before the on-disk layout and patched
+/// qdrant-edge): `cairn --data-dir D --tenant t --user u ingest legacy.md` with that build,
+/// one Markdown file, packed as `tests/data/datadir-4219785.tgz`. It opens, keeps its all-RAM
+/// layout (its own `edge_config.json`), answers both legs, takes new writes and opens again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_directory_of_main_4219785_still_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/datadir-4219785.tgz");
+    let status = std::process::Command::new("tar")
+        .arg("xzf")
+        .arg(&fixture)
+        .arg("-C")
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success(), "tar xzf {}", fixture.display());
+    let data = dir.path().join("legacy-dir");
+    let config_before = std::fs::read_to_string(data.join("qdrant/edge_config.json")).unwrap();
+    let legacy = Scope::new("t", "u", "default", "default", "default").unwrap();
+    let partition = legacy.partition();
+    let dim = 384;
+    let stored = {
+        let store = EdgeStore::open(&StoreConfig::new(&data, dim)).unwrap();
+        let chunks = store
+            .count(&partition, Filter::new().eq("kind", "chunk"))
+            .await
+            .unwrap();
+        assert_eq!(chunks, 1, "the one chunk the old build wrote");
+        let (hits, _) = store
+            .scroll(&partition, Filter::new().eq("kind", "chunk"), 10, None)
+            .await
+            .unwrap();
+        let text = hits[0].point.text.clone().unwrap();
+        assert!(text.contains("lighthouse keeper"), "{text}");
+        let with_vector = store
+            .retrieve(&partition, &[hits[0].id], true)
+            .await
+            .unwrap();
+        let v = with_vector[0].dense.clone().expect("its vector");
+        assert_eq!(v.len(), dim);
+        let dense = store
+            .search(&partition, req(SearchMode::Dense(v.clone())))
+            .await
+            .unwrap();
+        assert_eq!(dense.first().map(|h| h.id), Some(hits[0].id));
+        let sparse = store
+            .search(
+                &partition,
+                req(SearchMode::Sparse("lighthouse tide".into())),
+            )
+            .await
+            .unwrap();
+        assert_eq!(sparse.first().map(|h| h.id), Some(hits[0].id));
+        // A new write next to the old data.
+        let mut p = point(&legacy, 1, "ferry timetable for the winter season");
+        p.dense = Some(v.iter().rev().copied().collect());
+        store.upsert(vec![p]).await.unwrap();
+        store.flush().await.unwrap();
+        store.count_all().await.unwrap()
+    };
+    let store = EdgeStore::open(&StoreConfig::new(&data, dim)).unwrap();
+    assert_eq!(store.count_all().await.unwrap(), stored);
+    let sparse = store
+        .search(&partition, req(SearchMode::Sparse("ferry winter".into())))
+        .await
+        .unwrap();
+    assert!(sparse[0].point.text.as_deref().unwrap().contains("ferry"));
+    assert_eq!(
+        std::fs::read_to_string(data.join("qdrant/edge_config.json")).unwrap(),
+        config_before,
+        "an old directory keeps its layout"
+    );
+}
+
+/// A new data directory gets the bounded-memory layout: vectors, sparse index and payload
+/// on disk, the HNSW graph and int8 vectors in RAM.
+#[tokio::test]
+async fn a_new_data_directory_keeps_vectors_on_disk_and_int8_copies_in_ram() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path()));
+    let config: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("qdrant/edge_config.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(config["on_disk_payload"], true);
+    assert_eq!(config["vectors"]["dense"]["on_disk"], true);
+    assert_eq!(config["sparse_vectors"]["bm25"]["on_disk"], true);
+    assert_eq!(config["hnsw_config"]["on_disk"], false);
+    assert_eq!(config["quantization_config"]["scalar"]["type"], "int8");
+    assert_eq!(config["quantization_config"]["scalar"]["always_ram"], true);
+}
