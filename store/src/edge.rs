@@ -500,6 +500,7 @@ impl MemoryStore for EdgeStore {
                 .into_iter()
                 .map(|p| JPoint {
                     id: p.id,
+                    dense_len: None,
                     dense: p.dense,
                     bm25_text: p.bm25_text,
                     sparse: p.sparse,
