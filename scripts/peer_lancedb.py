@@ -23,6 +23,7 @@ import time
 import numpy as np
 import pyarrow as pa
 import lancedb
+from lancedb.index import FTS, BTree, HnswSq
 
 
 def rss_mib(field):
@@ -94,9 +95,9 @@ def main():
             )
         load = time.perf_counter() - started
         started = time.perf_counter()
-        table.create_index(metric="cosine", index_type="IVF_HNSW_SQ", vector_column_name="vector")
-        table.create_fts_index("text")
-        table.create_scalar_index("tenant")
+        table.create_index("vector", config=HnswSq(distance_type="cosine"))
+        table.create_index("text", config=FTS())
+        table.create_index("tenant", config=BTree())
         index = time.perf_counter() - started
         where = "tenant = 'default' AND user = 'default' AND namespace = 'default' AND kind = 'chunk'"
         texts = [json.loads(line)["query"] for line in open(os.path.join(corpus, "queries.jsonl"))]
