@@ -698,7 +698,7 @@ async fn bench_recall(
             .await?;
         whole.push(t.elapsed());
     }
-    // A clean restart: checkpoint, close everything, re-open the store and answer a query.
+    // A clean restart: checkpoint, close everything, re-open the store and count its points.
     store.flush().await?;
     let data_dir_bytes = dir_bytes(ws.path());
     let anon_serving = status_mib("RssAnon");

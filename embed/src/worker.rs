@@ -480,7 +480,7 @@ fn run_worker(mut engine: TextEmbedding, queue: Arc<Queue>, plan: Plan) {
         if !q.queries.is_empty() {
             let mut jobs = Vec::new();
             let mut texts = 0;
-            take_queries(&mut q, &mut jobs, &mut texts, plan.query_batch);
+            take_jobs(&mut q.queries, &mut jobs, &mut texts, plan.query_batch);
             if last_run > 1 && texts < plan.query_batch && !plan.query_wait.is_zero() {
                 let deadline = std::time::Instant::now() + plan.query_wait;
                 while texts < plan.query_batch {
@@ -493,7 +493,7 @@ fn run_worker(mut engine: TextEmbedding, queue: Arc<Queue>, plan: Plan) {
                         .wait_timeout(q, deadline - now)
                         .map(|(g, _)| g)
                         .unwrap_or_else(|p| p.into_inner().0);
-                    take_queries(&mut q, &mut jobs, &mut texts, plan.query_batch);
+                    take_jobs(&mut q.queries, &mut jobs, &mut texts, plan.query_batch);
                 }
             }
             drop(q);
@@ -501,40 +501,58 @@ fn run_worker(mut engine: TextEmbedding, queue: Arc<Queue>, plan: Plan) {
             embed_queries(&mut engine, &queue, jobs, plan.dim);
             continue;
         }
-        let Some(job) = q.documents.pop_front() else {
-            return;
+        let small = match q.documents.front() {
+            None => return,
+            Some(job) => job.texts.len() < plan.batch_size,
         };
-        if job.texts.len() < plan.batch_size {
+        if small {
             // Small document jobs waiting together (concurrent message writes, a turn's two
             // messages each) share one model run, up to one batch.
-            let mut texts = job.texts.len();
-            let mut jobs = vec![job];
-            while let Some(next) = q.documents.front() {
-                if texts + next.texts.len() > plan.batch_size {
-                    break;
-                }
-                texts += next.texts.len();
-                jobs.extend(q.documents.pop_front());
-            }
+            let (mut jobs, mut texts) = (Vec::new(), 0);
+            take_jobs(&mut q.documents, &mut jobs, &mut texts, plan.batch_size);
             drop(q);
             embed_together(&mut engine, jobs, plan.dim);
             continue;
         }
+        let Some(job) = q.documents.pop_front() else {
+            return;
+        };
         drop(q);
         let result = embed_grouped(&mut engine, &job.texts, plan, &queue);
         let _ = job.reply.send(result);
     }
 }
 
-/// Moves waiting query jobs into `jobs` while they fit in `max` texts (a first job always
-/// goes, whatever its size).
-fn take_queries(q: &mut Queues, jobs: &mut Vec<Job>, texts: &mut usize, max: usize) {
-    while let Some(job) = q.queries.front() {
+/// Moves jobs from the front of `queue` into `jobs` while they fit in `max` texts (a first
+/// job always goes, whatever its size).
+fn take_jobs(queue: &mut VecDeque<Job>, jobs: &mut Vec<Job>, texts: &mut usize, max: usize) {
+    while let Some(job) = queue.front() {
         if *texts > 0 && *texts + job.texts.len() > max {
             break;
         }
         *texts += job.texts.len();
-        jobs.extend(q.queries.pop_front());
+        jobs.extend(queue.pop_front());
+    }
+}
+
+/// One model run over `texts`: one vector per text, each of the model's dimension.
+fn run_model(engine: &mut TextEmbedding, texts: &[&str], dim: usize) -> Result<Vec<Vec<f32>>> {
+    let vectors = engine
+        .embed(texts, Some(texts.len().max(1)))
+        .map_err(|e| EmbedError::Inference(e.to_string()))?;
+    if vectors.len() != texts.len() {
+        return Err(EmbedError::Inference(format!(
+            "model returned {} vectors for {} texts",
+            vectors.len(),
+            texts.len()
+        )));
+    }
+    match vectors.iter().find(|v| v.len() != dim) {
+        Some(v) => Err(EmbedError::InvalidConfig(format!(
+            "model produced {}-d vectors, cairn-model.json says {dim}",
+            v.len()
+        ))),
+        None => Ok(vectors),
     }
 }
 
@@ -560,26 +578,7 @@ fn embed_together(engine: &mut TextEmbedding, jobs: Vec<Job>, dim: usize) {
         .iter()
         .flat_map(|j| j.texts.iter().map(String::as_str))
         .collect();
-    let result = engine
-        .embed(&all, Some(all.len().max(1)))
-        .map_err(|e| EmbedError::Inference(e.to_string()))
-        .and_then(|vectors| {
-            if vectors.len() != all.len() {
-                return Err(EmbedError::Inference(format!(
-                    "model returned {} vectors for {} texts",
-                    vectors.len(),
-                    all.len()
-                )));
-            }
-            match vectors.iter().find(|v| v.len() != dim) {
-                Some(v) => Err(EmbedError::InvalidConfig(format!(
-                    "model produced {}-d vectors, cairn-model.json says {dim}",
-                    v.len()
-                ))),
-                None => Ok(vectors),
-            }
-        });
-    match result {
+    match run_model(engine, &all, dim) {
         Ok(vectors) => {
             let mut vectors = vectors.into_iter();
             for job in jobs {
@@ -616,16 +615,7 @@ fn embed_grouped(
     let last = groups.len().saturating_sub(1);
     for (g, group) in groups.into_iter().enumerate() {
         let batch: Vec<&str> = group.iter().map(|&i| texts[i].as_str()).collect();
-        let vectors = engine
-            .embed(&batch, Some(batch.len()))
-            .map_err(|e| EmbedError::Inference(e.to_string()))?;
-        for (&i, v) in group.iter().zip(vectors) {
-            if v.len() != dim {
-                return Err(EmbedError::InvalidConfig(format!(
-                    "model produced {}-d vectors, cairn-model.json says {dim}",
-                    v.len()
-                )));
-            }
+        for (&i, v) in group.iter().zip(run_model(engine, &batch, dim)?) {
             out[i] = v;
         }
         // Let queries through between document batches, in runs of up to `query_batch`.
@@ -636,13 +626,8 @@ fn embed_grouped(
         if g < last {
             let mut waiting = std::mem::take(&mut queue.lock().queries);
             while !waiting.is_empty() {
-                let mut run = Queues {
-                    queries: std::mem::take(&mut waiting),
-                    ..Queues::default()
-                };
                 let (mut jobs, mut n) = (Vec::new(), 0);
-                take_queries(&mut run, &mut jobs, &mut n, plan.query_batch);
-                waiting = run.queries;
+                take_jobs(&mut waiting, &mut jobs, &mut n, plan.query_batch);
                 embed_queries(engine, queue, jobs, dim);
             }
         }
@@ -735,20 +720,20 @@ mod tests {
     }
 
     #[test]
-    fn take_queries_respects_the_batch_bound() {
-        let mut q = Queues::default();
+    fn take_jobs_respects_the_batch_bound() {
+        let mut q = VecDeque::new();
         for n in [1, 1, 3, 1] {
             let (tx, _rx) = oneshot::channel();
-            q.queries.push_back(Job {
+            q.push_back(Job {
                 texts: vec![String::new(); n],
                 reply: tx,
             });
         }
         let (mut jobs, mut texts) = (Vec::new(), 0);
-        take_queries(&mut q, &mut jobs, &mut texts, 4);
+        take_jobs(&mut q, &mut jobs, &mut texts, 4);
         assert_eq!((jobs.len(), texts), (2, 2), "the 3-text job would pass 4");
         let (mut jobs, mut texts) = (Vec::new(), 0);
-        take_queries(&mut q, &mut jobs, &mut texts, 2);
+        take_jobs(&mut q, &mut jobs, &mut texts, 2);
         assert_eq!((jobs.len(), texts), (1, 3), "a first job always goes");
     }
 

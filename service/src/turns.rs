@@ -163,21 +163,23 @@ pub(crate) async fn complete(
 
     let partition = req.scope.partition();
     let record_id = turn_record_id(&req.scope, turn_id);
-    // The messages' vectors before the turn lock: embedding is most of a completion's
-    // time, and concurrent completions then embed side by side (sharing model runs).
-    let plain = |content: &str| MessageInput {
+    let message = |role: Role, content: &str| MessageInput {
         conversation_id: req.scope.session.clone(),
-        role: Role::User,
+        role,
         content: content.to_string(),
         ts: None,
-        turn_id: None,
+        turn_id: Some(turn_id.to_string()),
         speaker: None,
-        metadata: None,
+        // The caller's metadata as sent; the turn's links are typed state.
+        metadata: req.metadata.clone(),
     };
-    let vectors = engine
-        .ingestor
-        .embed_messages(&[plain(&req.user_message), plain(&req.assistant_message)])
-        .await?;
+    let messages = [
+        message(Role::User, &req.user_message),
+        message(Role::Assistant, &req.assistant_message),
+    ];
+    // The messages' vectors before the turn lock: embedding is most of a completion's
+    // time, and concurrent completions then embed side by side (sharing model runs).
+    let vectors = engine.ingestor.embed_messages(&messages).await?;
     let _serial = engine.serial(crate::engine::Section::Turns).await?;
     if let Some(existing) = engine
         .store
@@ -226,31 +228,17 @@ pub(crate) async fn complete(
         mode: req.mode,
         source: req.source.clone(),
     });
-    let message = |role: Role, content: &str| KeyedMessage {
-        message: MessageInput {
-            conversation_id: req.scope.session.clone(),
-            role,
-            content: content.to_string(),
-            ts: None,
-            turn_id: Some(turn_id.to_string()),
-            speaker: None,
-            // The caller's metadata as sent; the turn's links are typed state.
-            metadata: req.metadata.clone(),
-        },
-        message_id: None,
-        state: Some(turn_links.clone()),
-    };
+    let keyed = messages
+        .into_iter()
+        .map(|message| KeyedMessage {
+            message,
+            message_id: None,
+            state: Some(turn_links.clone()),
+        })
+        .collect();
     let receipts = engine
         .ingestor
-        .record_messages_prepared(
-            &req.scope,
-            vec![
-                message(Role::User, &req.user_message),
-                message(Role::Assistant, &req.assistant_message),
-            ],
-            KeylessMessages::ByContent,
-            Some(vectors),
-        )
+        .record_messages_prepared(&req.scope, keyed, KeylessMessages::ByContent, Some(vectors))
         .await
         .map_err(|e| match e {
             IngestError::Conflict(m) => ServiceError::TurnConflict(m),
