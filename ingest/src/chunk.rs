@@ -5,7 +5,7 @@
 //! text that is embedded (not to the stored text) so a chunk keeps its section's context.
 
 use cairn_models::limits::MAX_HEADING_BYTES;
-use text_splitter::{ChunkConfig, MarkdownSplitter, TextSplitter};
+use text_splitter::{ChunkConfig, ChunkSizer, MarkdownSplitter, TextSplitter};
 use tokenizers::Tokenizer;
 
 use crate::extract::{Extracted, MediaType};
@@ -109,40 +109,30 @@ impl Chunker {
         let config = ChunkConfig::new(self.settings.max_tokens)
             .with_overlap(self.settings.overlap_tokens)
             .map_err(|e| IngestError::InvalidInput(e.to_string()))?
-            .with_sizer(&self.tokenizer);
-        let raw: Vec<(usize, String)> = match doc.media_type {
-            MediaType::Markdown => MarkdownSplitter::new(config)
-                .chunk_char_indices(&doc.text)
-                .map(|c| (c.char_offset, c.chunk.to_string()))
-                .collect(),
-            MediaType::Text => TextSplitter::new(config)
-                .chunk_char_indices(&doc.text)
-                .map(|c| (c.char_offset, c.chunk.to_string()))
-                .collect(),
-            MediaType::Pdf => {
-                // Chunks never straddle pages, so a citation's page is exact.
-                let splitter = TextSplitter::new(config);
-                let chars: Vec<(usize, char)> = doc.text.char_indices().collect();
-                let byte_at =
-                    |char_idx: usize| chars.get(char_idx).map_or(doc.text.len(), |(b, _)| *b);
-                let mut out = Vec::new();
-                let mut bounds = doc.page_starts.clone();
-                if bounds.first() != Some(&0) {
-                    bounds.insert(0, 0);
-                }
-                bounds.push(chars.len());
-                for w in bounds.windows(2) {
-                    let (start, end) = (w[0], w[1]);
-                    let page_text = &doc.text[byte_at(start)..byte_at(end)];
-                    out.extend(
-                        splitter
-                            .chunk_char_indices(page_text)
-                            .map(|c| (start + c.char_offset, c.chunk.to_string())),
-                    );
-                }
-                out
-            }
+            .with_sizer(TokenSizer::new(&self.tokenizer));
+        let splitter = match doc.media_type {
+            MediaType::Markdown => Splitter::Markdown(MarkdownSplitter::new(config)),
+            MediaType::Text | MediaType::Pdf => Splitter::Text(TextSplitter::new(config)),
         };
+        let max_run = self.settings.max_tokens * BYTES_PER_LONG_TOKEN;
+        let mut raw: Vec<(usize, String)> = Vec::new();
+        if doc.media_type == MediaType::Pdf {
+            // Chunks never straddle pages, so a citation's page is exact.
+            let chars: Vec<(usize, char)> = doc.text.char_indices().collect();
+            let byte_at = |char_idx: usize| chars.get(char_idx).map_or(doc.text.len(), |(b, _)| *b);
+            let mut bounds = doc.page_starts.clone();
+            if bounds.first() != Some(&0) {
+                bounds.insert(0, 0);
+            }
+            bounds.push(chars.len());
+            for w in bounds.windows(2) {
+                let (start, end) = (w[0], w[1]);
+                let page_text = &doc.text[byte_at(start)..byte_at(end)];
+                splitter.split(page_text, start, max_run, &mut raw);
+            }
+        } else {
+            splitter.split(&doc.text, 0, max_run, &mut raw);
+        }
         let headings = if doc.media_type == MediaType::Markdown {
             markdown_headings(&doc.text)
         } else {
@@ -162,6 +152,150 @@ impl Chunker {
                 }
             })
             .collect())
+    }
+}
+
+/// The configured splitter, over the token sizer.
+enum Splitter<'a> {
+    Text(TextSplitter<TokenSizer<'a>>),
+    Markdown(MarkdownSplitter<TokenSizer<'a>>),
+}
+
+impl Splitter<'_> {
+    /// Appends the chunks of `text` (which starts at character `char_base` of the document)
+    /// as (character offset, text).
+    ///
+    /// The splitter is given the text in pieces (see [`pieces`]): it sizes the first section
+    /// of each semantic level whole, so a run of megabytes without whitespace was tokenized
+    /// whole again for every chunk cut from it (2 MiB took 885 s); cut first, each piece costs
+    /// the same whatever the document's length.
+    fn split(&self, text: &str, char_base: usize, max_run: usize, out: &mut Vec<(usize, String)>) {
+        for (piece_chars, piece) in pieces(text, max_run) {
+            let base = char_base + piece_chars;
+            match self {
+                Splitter::Text(s) => out.extend(
+                    s.chunk_char_indices(piece)
+                        .map(|c| (base + c.char_offset, c.chunk.to_string())),
+                ),
+                Splitter::Markdown(s) => out.extend(
+                    s.chunk_char_indices(piece)
+                        .map(|c| (base + c.char_offset, c.chunk.to_string())),
+                ),
+            }
+        }
+    }
+}
+
+/// `text` as consecutive pieces (character offset, piece): ordinary text stays whole, and every
+/// run of non-whitespace longer than `max_run` bytes becomes pieces of at most `max_run` bytes,
+/// cut at character boundaries. Such a run cannot fit one chunk whatever the tokenizer makes of
+/// it (the sizer counts at least one token per [`BYTES_PER_LONG_TOKEN`] bytes of it), so the cut
+/// only decides where the splitter must cut anyway; pieces are then split by tokens as usual.
+fn pieces(text: &str, max_run: usize) -> Vec<(usize, &str)> {
+    let max_run = max_run.max(4);
+    let mut out = Vec::new();
+    // Start (byte, char) of the piece being built, and the first byte of the current run.
+    let (mut piece_byte, mut piece_char) = (0usize, 0usize);
+    let mut run: Option<usize> = None;
+    for (chars, (byte, c)) in text.char_indices().enumerate() {
+        if c.is_whitespace() {
+            run = None;
+            continue;
+        }
+        let run_byte = *run.get_or_insert(byte);
+        if byte + c.len_utf8() - run_byte > max_run {
+            // This character would make the run too long: the piece ends before it (with any
+            // text before the run), and the rest of the run starts the next piece.
+            out.push((piece_char, &text[piece_byte..byte]));
+            (piece_byte, piece_char) = (byte, chars);
+            run = Some(byte);
+        }
+    }
+    if piece_byte < text.len() || out.is_empty() {
+        out.push((piece_char, &text[piece_byte..]));
+    }
+    out
+}
+
+/// A token whose text spans more bytes than this is a word the tokenizer could not split.
+///
+/// WordPiece (the BERT-family models Cairn embeds with) maps any run of more than 100
+/// characters without whitespace or punctuation to one `[UNK]`: by a plain token count a
+/// 40,000-character URL tail or a 15 MiB base64 blob is one token, so the splitter kept it as
+/// one chunk that the model embeds as `[UNK]` and `GET …/chunks` returns whole. No vocabulary
+/// token of these models is anywhere near this long.
+const LONG_TOKEN_BYTES: usize = 32;
+
+/// What such a token counts for: one per this many bytes, about an English subword's length.
+const BYTES_PER_LONG_TOKEN: usize = 4;
+
+/// Sizes chunks in model tokens, counting an unsplittable token by its length.
+///
+/// Every real token counts at least 1, so a chunk within `max_tokens` by this measure is
+/// within it by the tokenizer's own count, whatever the text; and a long token counts enough
+/// that the splitter's fallback (graphemes, then characters) cuts inside it. Ordinary text has
+/// no token over [`LONG_TOKEN_BYTES`], so its chunks are exactly what a plain token count gives
+/// (ids of already-stored chunks do not change).
+#[derive(Debug, Clone, Copy)]
+struct TokenSizer<'a> {
+    tokenizer: &'a Tokenizer,
+    /// The id of the unknown token, the only one that can span a long run.
+    unk: Option<u32>,
+}
+
+impl<'a> TokenSizer<'a> {
+    fn new(tokenizer: &'a Tokenizer) -> Self {
+        let unk = ["[UNK]", "<unk>"]
+            .iter()
+            .find_map(|t| tokenizer.token_to_id(t));
+        TokenSizer { tokenizer, unk }
+    }
+}
+
+impl ChunkSizer for TokenSizer<'_> {
+    fn size(&self, chunk: &str) -> usize {
+        // The counting tokenizer has no truncation and no padding (see `Chunker::new`), and a
+        // WordPiece tokenizer never fails to encode (unknown text becomes `[UNK]`); should
+        // one fail anyway, count bytes, which over-counts and so still bounds the chunk.
+        let Ok(fast) = self.tokenizer.encode_fast(chunk, false) else {
+            return chunk.len().div_ceil(BYTES_PER_LONG_TOKEN);
+        };
+        // `encode_fast` skips offsets. Only a chunk holding an unknown token, or with far more
+        // bytes than its tokens could span (text the normalizer drops, such as runs of
+        // zero-width characters, makes no token at all), pays for them.
+        let has_unknown = self.unk.is_some_and(|unk| fast.get_ids().contains(&unk));
+        let sparse = chunk.len() > (fast.len() + 1) * LONG_TOKEN_BYTES;
+        if !has_unknown && !sparse {
+            return fast.len();
+        }
+        let Ok(encoding) = self.tokenizer.encode(chunk, false) else {
+            return chunk.len().div_ceil(BYTES_PER_LONG_TOKEN);
+        };
+        let mut size = 0;
+        let mut covered = 0;
+        for &(start, end) in encoding.get_offsets() {
+            let bytes = end.saturating_sub(start);
+            size += token_cost(bytes);
+            covered += bytes;
+        }
+        // Non-whitespace bytes no token covers count like a long token.
+        let text_bytes = chunk
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .map(char::len_utf8)
+            .sum::<usize>();
+        size + text_bytes
+            .saturating_sub(covered)
+            .div_ceil(BYTES_PER_LONG_TOKEN)
+    }
+}
+
+/// The count of one token spanning `bytes` bytes of the text.
+fn token_cost(bytes: usize) -> usize {
+    if bytes > LONG_TOKEN_BYTES {
+        bytes.div_ceil(BYTES_PER_LONG_TOKEN)
+    } else {
+        1
     }
 }
 
@@ -292,5 +426,50 @@ mod tests {
         }
         .validate(512)
         .is_err());
+    }
+
+    #[test]
+    fn long_unknown_tokens_count_by_length() {
+        let e = crate::fixtures::embedder();
+        let sizer = TokenSizer::new(e.tokenizer());
+        assert!(sizer.unk.is_some());
+        assert_eq!(sizer.size("hello world"), e.count_tokens("hello world"));
+        // 99 characters are still split into word pieces; 101 are one `[UNK]`.
+        let pieces = "x".repeat(99);
+        assert_eq!(sizer.size(&pieces), e.count_tokens(&pieces));
+        let unknown = "x".repeat(101);
+        assert_eq!(e.count_tokens(&unknown), 1);
+        assert_eq!(
+            sizer.size(&unknown),
+            101usize.div_ceil(BYTES_PER_LONG_TOKEN)
+        );
+        assert_eq!(sizer.size(&format!("see {unknown} now")), 2 + 26);
+        // Zero-width characters make no token but still count by their bytes.
+        let invisible = "\u{200B}".repeat(400);
+        assert_eq!(e.count_tokens(&invisible), 0);
+        assert_eq!(
+            sizer.size(&invisible),
+            1200usize.div_ceil(BYTES_PER_LONG_TOKEN)
+        );
+    }
+
+    #[test]
+    fn pieces_cut_only_long_runs() {
+        let text = "ab cd éé";
+        assert_eq!(pieces(text, 8), vec![(0, text)]);
+        let run = "é".repeat(10); // 20 bytes
+        let text = format!("x {run} y");
+        let got = pieces(&text, 8);
+        // Every piece holds at most 8 bytes of the run, cut at character boundaries, and the
+        // pieces are the text in order with their character offsets.
+        assert_eq!(got.iter().map(|(_, p)| *p).collect::<String>(), text);
+        let mut chars = 0;
+        for (offset, piece) in &got {
+            assert_eq!(*offset, chars);
+            chars += piece.chars().count();
+            let longest = piece.split_whitespace().map(str::len).max().unwrap_or(0);
+            assert!(longest <= 8, "{piece:?}");
+        }
+        assert_eq!(got.len(), 3);
     }
 }
