@@ -402,6 +402,20 @@ async fn messages_are_ordered_verbatim_and_replays_collapse() {
     );
 }
 
+/// Extracted text or Markdown without pages, as the chunker gets it.
+fn plain_doc(text: &str, markdown: bool) -> cairn_ingest::Extracted {
+    cairn_ingest::Extracted {
+        text: text.to_string(),
+        media_type: if markdown {
+            MediaType::Markdown
+        } else {
+            MediaType::Text
+        },
+        page_starts: vec![],
+        warnings: vec![],
+    }
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
     /// Chunk spans always map back to the exact extracted text, chunks stay within the token
@@ -411,12 +425,7 @@ proptest::proptest! {
         let text = words.join(" ");
         let e = embedder();
         let chunker = Chunker::new(e.tokenizer().clone(), ChunkSettings { max_tokens: 48, overlap_tokens: 8, whole_document: false });
-        let doc = cairn_ingest::Extracted {
-            text: text.clone(),
-            media_type: if md { MediaType::Markdown } else { MediaType::Text },
-            page_starts: vec![],
-            warnings: vec![],
-        };
+        let doc = plain_doc(&text, md);
         let chunks = chunker.chunk(&doc).unwrap();
         proptest::prop_assert!(!chunks.is_empty());
         for c in &chunks {
@@ -447,12 +456,7 @@ proptest::proptest! {
         let e = embedder();
         let max_tokens = 48;
         let chunker = Chunker::new(e.tokenizer().clone(), ChunkSettings { max_tokens, overlap_tokens: 8, whole_document: false });
-        let doc = cairn_ingest::Extracted {
-            text: text.clone(),
-            media_type: if md { MediaType::Markdown } else { MediaType::Text },
-            page_starts: vec![],
-            warnings: vec![],
-        };
+        let doc = plain_doc(&text, md);
         let chunks = chunker.chunk(&doc).unwrap();
         let chars: Vec<char> = text.chars().collect();
         for c in &chunks {
@@ -471,8 +475,9 @@ proptest::proptest! {
     }
 }
 
-/// The two cases found by probing: a URL with a 40,000-character tail was one 40,024-character
-/// chunk, and a 15 MiB string without a space was one chunk (the model embeds only `[UNK]`).
+/// The cases found by probing: a URL with a 40,000-character tail was one 40,024-character
+/// chunk, and a 15 MiB string without a space was one chunk (the model embeds only `[UNK]`);
+/// here 2 MiB of the latter, and a run of zero-width characters (no token at all).
 #[test]
 fn unbroken_tokens_are_cut_into_bounded_chunks() {
     let e = embedder();
@@ -484,12 +489,7 @@ fn unbroken_tokens_are_cut_into_bounded_chunks() {
         format!("hidden {} text", "\u{200B}".repeat(100_000)),
     ];
     for text in cases {
-        let doc = cairn_ingest::Extracted {
-            text: text.clone(),
-            media_type: MediaType::Text,
-            page_starts: vec![],
-            warnings: vec![],
-        };
+        let doc = plain_doc(&text, false);
         let started = std::time::Instant::now();
         let chunks = chunker.chunk(&doc).unwrap();
         let longest = chunks.iter().map(|c| c.text.len()).max().unwrap();
@@ -504,8 +504,8 @@ fn unbroken_tokens_are_cut_into_bounded_chunks() {
         for c in &chunks {
             assert!(e.count_tokens(&c.text) <= settings.max_tokens);
         }
-        // The chunks, overlap removed by their spans, are the text.
-        // Between chunks only whitespace may be left out.
+        // The chunks, overlap removed by their spans, are the text; between chunks only
+        // whitespace may be left out.
         let chars: Vec<char> = text.chars().collect();
         let mut end = 0usize;
         let mut rebuilt = String::new();
