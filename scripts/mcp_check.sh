@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The MCP round trip with the official Python SDK (PyPI `mcp`) against a real `cairn serve`:
 # lists the tools, stores a document, recall -> complete_turn -> recall (api/tests/mcp_client.py).
-# The Rust client's round trips run in `cargo test` (api/tests/mcp.rs, cli/tests/mcp_stdio.rs).
+# The Rust client's round trips run in `cargo test` (api/tests/api/mcp.rs, cli/tests/cli/mcp_stdio.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh >/dev/null

@@ -148,6 +148,10 @@ pub fn status_of(code: ErrorCode) -> (StatusCode, Option<&'static str>) {
             Some("cite doc:, msg: or evt: refs (and, for facts, fact: refs) that exist in the same scope"),
         ),
         ErrorCode::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, Some("retry later")),
+        ErrorCode::InsufficientStorage => (
+            StatusCode::INSUFFICIENT_STORAGE,
+            Some("the server's disk is full: nothing was stored; retry once space is freed"),
+        ),
         ErrorCode::Timeout => (
             StatusCode::GATEWAY_TIMEOUT,
             Some("a write carries on after the timeout: retry the same request (same turn id, message_id or ts) to get its outcome"),

@@ -37,6 +37,14 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// Longest a request may take.
     pub request_timeout: Duration,
+    /// Longest a connection may take to send a request's headers, and longest a keep-alive
+    /// connection may sit idle between requests ([`serve`] closes it then). Without it one
+    /// header byte every few seconds holds a connection forever.
+    pub header_read_timeout: Duration,
+    /// Most connections served at once; more wait in the listen backlog until one closes.
+    /// [`serve`] lowers it to fit the process's open-file limit, so connections cannot take
+    /// the descriptors the store and the listener need.
+    pub max_connections: usize,
 }
 
 impl Default for ServerConfig {
@@ -44,8 +52,24 @@ impl Default for ServerConfig {
         ServerConfig {
             max_body_bytes: 16 * 1024 * 1024,
             request_timeout: Duration::from_secs(60),
+            header_read_timeout: Duration::from_secs(10),
+            max_connections: 1024,
         }
     }
+}
+
+/// Open files kept back from connections: the store's segment files, the journal, the
+/// model, the listener, extraction workers' pipes.
+const RESERVED_FILES: u64 = 256;
+
+/// [`ServerConfig::max_connections`] within the open-file limit (at least 16).
+pub fn connection_cap(configured: usize) -> usize {
+    let soft = rlimit::Resource::NOFILE
+        .get()
+        .map(|(soft, _)| soft)
+        .unwrap_or(1024);
+    let fit = usize::try_from(soft.saturating_sub(RESERVED_FILES)).unwrap_or(usize::MAX);
+    configured.min(fit).max(16)
 }
 
 /// Shared state of every handler.
@@ -81,21 +105,80 @@ pub fn openapi_json() -> String {
 
 /// Serves [`app`] on `listener` until `shutdown` resolves (then drains in-flight requests).
 /// The one entry point a binary needs, so doors such as the CLI do not depend on axum.
+///
+/// HTTP/1.1 on hyper directly (what `axum::serve` does, plus what it leaves out): a
+/// connection that has not sent a request's headers within
+/// [`ServerConfig::header_read_timeout`], or sits idle that long between requests, is
+/// closed; at most [`connection_cap`] connections are open at once, so slow or idle clients
+/// can hold neither every descriptor nor the service (new connections wait in the backlog
+/// for a free slot, and slots free up within the header timeout).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: SharedState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+
     // Open MCP sessions hold event streams that never end by themselves: end them when
     // shutdown begins, so draining can finish.
     let mcp_shutdown = tokio_util::sync::CancellationToken::new();
-    let stop = mcp_shutdown.clone();
-    axum::serve(listener, compose(state, mcp_shutdown))
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            stop.cancel();
-        })
-        .await
+    let router = compose(Arc::clone(&state), mcp_shutdown.clone());
+    let cap = connection_cap(state.config.max_connections);
+    if cap < state.config.max_connections {
+        tracing::warn!(
+            configured = state.config.max_connections,
+            cap,
+            "connection cap lowered to fit the open-file limit"
+        );
+    }
+    let slots = Arc::new(tokio::sync::Semaphore::new(cap));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(state.config.header_read_timeout)
+        .keep_alive(true);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            slot = Arc::clone(&slots).acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break, // never closed
+            },
+            () = &mut shutdown => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Per-connection errors (reset before accept) are the client's; anything
+                    // else (EMFILE) clears up as connections close: back off, do not spin.
+                    if !matches!(
+                        e.kind(),
+                        std::io::ErrorKind::ConnectionAborted
+                            | std::io::ErrorKind::ConnectionReset
+                            | std::io::ErrorKind::ConnectionRefused
+                    ) {
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            // A client that goes away mid-request, or a header timeout: nothing to report.
+            let _ = connection.await;
+            drop(slot);
+        });
+    }
+    drop(listener);
+    mcp_shutdown.cancel();
+    graceful.shutdown().await;
+    Ok(())
 }
 
 /// The whole HTTP application: the REST routes and the MCP endpoint (`/mcp`, Streamable

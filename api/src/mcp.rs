@@ -21,10 +21,12 @@ use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::http::request::Parts;
+use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use cairn_ingest::messages::KeyedMessage;
+use cairn_models::grant::GrantStatus;
 use cairn_models::pack::TurnMode;
 use cairn_models::scope::DEFAULT_COMPONENT;
 use cairn_models::{PointKind, Role, Scope, TrustOrigin};
@@ -1470,10 +1472,33 @@ pub(crate) fn router(state: &SharedState, shutdown: CancellationToken) -> Router
 /// needs a known key: `401 unauthorized` before the protocol runs, as on every other route.
 /// What the key may reach is decided per tool call by the service.
 async fn authenticate(State(state): State<SharedState>, req: Request, next: Next) -> Response {
-    if let Err(e) = crate::auth::principal(&state, req.headers(), req.extensions()).await {
-        return e.into_response();
+    let principal = match crate::auth::principal(&state, req.headers(), req.extensions()).await {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    // An agent whose grant is not active opens no session (`initialize` is the POST without a
+    // session id), and a revoked one (final) is refused on every request of a session it
+    // opened before: `403 capability_denied`, as the HTTP routes answer. A suspended agent's
+    // open session stays, and its tool calls answer `capability_denied` until it is restored.
+    if let Principal::Agent { grant, .. } = &principal {
+        let opens_session = req.method() == axum::http::Method::POST
+            && !req.headers().contains_key("mcp-session-id");
+        if grant.status == GrantStatus::Revoked || opens_session {
+            if let Err(e) = principal.check_active() {
+                return crate::error::ApiError::from(e).into_response();
+            }
+        }
     }
-    next.run(req).await
+    let ends_session = req.method() == axum::http::Method::DELETE;
+    let response = next.run(req).await;
+    if ends_session && response.status() == StatusCode::ACCEPTED {
+        // rmcp answers a session DELETE with `202 Accepted`, but the session is closed by
+        // then, and the official Python SDK's client treats anything but 200/204 as a failed
+        // termination (it logs "Session termination failed: 202" after every session).
+        // 204 says what happened: done, nothing to return.
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    response
 }
 
 /// Serves the tools over stdin and stdout as the local operator until the client closes

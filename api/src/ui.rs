@@ -50,6 +50,26 @@ pub const ASSETS: &[Asset] = &[
         body: include_bytes!("../ui/markdown.js"),
     },
     Asset {
+        path: "/ui/parts.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../ui/parts.js"),
+    },
+    Asset {
+        path: "/ui/knowledge.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../ui/knowledge.js"),
+    },
+    Asset {
+        path: "/ui/traces.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../ui/traces.js"),
+    },
+    Asset {
+        path: "/ui/graph.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../ui/graph.js"),
+    },
+    Asset {
         path: "/ui/style.css",
         content_type: "text/css; charset=utf-8",
         body: include_bytes!("../ui/style.css"),

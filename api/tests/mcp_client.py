@@ -9,6 +9,7 @@ Not part of `cargo test`: it needs Python, the SDK and a server.
 """
 
 import asyncio
+import logging
 import sys
 import uuid
 
@@ -24,6 +25,22 @@ except ImportError:  # mcp 1.x: streamablehttp_client(url, headers=...) -> (read
     import httpx
 
     V2 = False
+
+
+class _Warnings(logging.Handler):
+    """Collects what the SDK logs at WARNING and above: a clean session logs nothing there
+    (the SDK logs "Session termination failed: 202" when the session DELETE is not 200/204)."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+WARNINGS = _Warnings()
+logging.getLogger("mcp").addHandler(WARNINGS)
 
 TOOLS = [
     "add_entity",
@@ -157,6 +174,7 @@ async def main(url, token):
     finally:
         if http is not None:
             await http.aclose()
+    check(not WARNINGS.messages, f"the SDK logged no warnings: {WARNINGS.messages}")
     print("all checks passed")
 
 

@@ -120,7 +120,10 @@ export function upload(file, onProgress) {
   });
 }
 
-/** Parses a ref (`doc:<id>[#<n>]`, `msg:<conversation>/<seq>`, `mem:`, `cand:`, `evt:`, `conv:`). */
+/**
+ * Parses a ref (`doc:<id>[#<n>]`, `msg:<conversation>/<seq>`, `mem:`, `cand:`, `evt:`, `conv:`,
+ * `turn:`, and the knowledge and reasoning records `ent:`, `rel:`, `fact:`, `pref:`, `trace:`).
+ */
 export function parseRef(ref) {
   const s = String(ref);
   const i = s.indexOf(":");
@@ -137,7 +140,7 @@ export function parseRef(ref) {
     if (j < 1) return null;
     return { kind, conversation: rest.slice(0, j), seq: rest.slice(j + 1) };
   }
-  if (["mem", "cand", "evt", "conv", "turn"].includes(kind)) return { kind, id: rest };
+  if (["mem", "cand", "evt", "conv", "turn", "ent", "rel", "fact", "pref", "trace"].includes(kind)) return { kind, id: rest };
   return null;
 }
 
@@ -158,6 +161,14 @@ export function refHref(ref) {
       return `#/review/${e(r.id)}`;
     case "evt":
       return `#/events/${e(r.id)}`;
+    case "ent":
+      return `#/entities/${e(r.id)}`;
+    case "fact":
+      return `#/facts/${e(r.id)}`;
+    case "trace":
+      return `#/traces/${e(r.id)}`;
+    case "pref":
+      return "#/preferences";
     default:
       return null;
   }

@@ -1,21 +1,20 @@
 // Cairn inspector: one page at a time, chosen by the URL's hash (#/recall, #/documents,
-// #/conversations, #/review, #/grants, #/health). Plain modules, no framework, nothing
-// loaded from elsewhere. Every text from the server goes into the page as text.
+// #/conversations, #/review, #/entities, #/facts, #/preferences, #/traces, #/grants,
+// #/health). Plain modules, no framework, nothing loaded from elsewhere. Every text from the
+// server goes into the page as text.
 
-import { h, add, put, field, date, dl, chip } from "./dom.js";
+import { h, put, field, date, dl, chip, visible } from "./dom.js";
 import {
-  api, upload, getKey, setKey, getScope, setScope, partition, refHref, parseRef, SCOPE_FIELDS,
+  api, upload, getKey, setKey, getScope, setScope, partition, refHref, SCOPE_FIELDS,
 } from "./api.js";
 import { renderMarkdown } from "./markdown.js";
+import {
+  PREVIEW, flash, errorBox, title, refLink, trustChip, section, tableWrap, refList, forgetReport,
+  confirmButton, pager, evidence,
+} from "./parts.js";
+import { pageEntities, pageFacts, pagePreferences } from "./knowledge.js";
+import { pageTraces } from "./traces.js";
 
-const TRUST = {
-  document: "document",
-  user_reported: "user said",
-  agent_output: "assistant said (unverified)",
-  tool_output: "tool output",
-  third_party_agent: "third-party agent (approved)",
-  system: "system message",
-};
 const OPERATIONS = [
   "recall", "read", "write_documents", "write_messages", "complete_turn", "propose",
   "decide_candidates", "forget",
@@ -27,97 +26,6 @@ const flashBox = document.getElementById("flash");
 // What this tab has seen: the last recall, upload warnings.
 const recallState = { query: "", budget: 1000, pack: null };
 const uploadWarnings = new Map();
-
-// ---------------------------------------------------------------------------------------
-// Shared pieces
-
-function flash(message, kind) {
-  flashBox.className = "flash " + (kind || "ok");
-  put(flashBox, h("p", {}, message));
-}
-
-function errorBox(err) {
-  const box = h("div", { class: "error", role: "alert" }, h("p", {}, String(err)));
-  if (err && (err.code === "unauthorized" || err.code === "scope_forbidden")) {
-    box.append(h("p", {}, "Enter an API key that reaches this scope in the scope bar above."));
-    document.getElementById("scope-details").open = true;
-  }
-  return box;
-}
-
-function title(view, text, lede) {
-  document.title = text + " · Cairn inspector";
-  return add(view, [h("h1", { tabindex: -1 }, text), lede ? h("p", { class: "lede" }, lede) : null]);
-}
-
-function refLink(ref) {
-  const href = refHref(ref);
-  const code = h("code", {}, ref);
-  return href ? h("a", { href, class: "ref" }, code) : code;
-}
-
-function trustChip(origin) {
-  return chip(TRUST[origin] || origin, "trust trust-" + origin);
-}
-
-function section(label, ...children) {
-  const id = "s-" + label.toLowerCase().replace(/[^a-z0-9]+/g, "-");
-  return h("section", { class: "card", "aria-labelledby": id }, h("h2", { id }, label), children);
-}
-
-function tableWrap(table) {
-  return h("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": "scrollable table" }, table);
-}
-
-function refList(refs) {
-  if (!refs || !refs.length) return "none";
-  return h("ul", { class: "refs" }, refs.map((r) => h("li", {}, refLink(r))));
-}
-
-/** What a forget did: removed, invalidated, narrowed, tombstoned. */
-function forgetReport(report) {
-  const removed = report.removed || [];
-  return h("div", { class: "report", "data-report": "forget" },
-    h("h3", {}, "Forgotten: ", h("code", {}, report.ref), report.hard ? " (hard)" : ""),
-    dl([
-      [`Removed (${removed.length})`, removed.length > 8
-        ? h("details", {}, h("summary", {}, `${removed.length} refs`), refList(removed))
-        : refList(removed)],
-      [`Invalidated (${report.invalidated.length})`, refList(report.invalidated)],
-      [`Narrowed (${report.narrowed.length})`, refList(report.narrowed)],
-      [`Tombstoned turns (${report.tombstoned_turns.length})`, refList(report.tombstoned_turns)],
-    ]));
-}
-
-/** A button that asks once more before doing something that cannot be undone. */
-function confirmButton(label, confirmLabel, action, { withHard } = {}) {
-  const wrap = h("span", { class: "confirm" });
-  const start = h("button", { type: "button", class: "danger" }, label);
-  wrap.append(start);
-  start.addEventListener("click", () => {
-    const hard = h("input", { type: "checkbox" });
-    const yes = h("button", { type: "button", class: "danger" }, confirmLabel);
-    const no = h("button", { type: "button", class: "secondary" }, "Cancel");
-    const parts = [yes, no];
-    if (withHard) parts.push(h("label", { class: "inline" }, hard, " hard (also delete invalidated candidates)"));
-    put(wrap, ...parts);
-    yes.focus();
-    no.addEventListener("click", () => {
-      put(wrap, start);
-      start.focus();
-    });
-    yes.addEventListener("click", async () => {
-      yes.disabled = true;
-      no.disabled = true;
-      try {
-        await action(hard.checked);
-      } finally {
-        if (wrap.isConnected) put(wrap, start);
-      }
-    });
-  });
-  return wrap;
-}
 
 // ---------------------------------------------------------------------------------------
 // Recall playground
@@ -336,14 +244,6 @@ async function loadDocuments(list, report, offset) {
   put(list, tableWrap(table), pager("#/documents", offset, limit, data.total));
 }
 
-function pager(base, offset, limit, total) {
-  if (total <= limit) return null;
-  return h("p", { class: "row pager" },
-    offset > 0 ? h("a", { href: `${base}?offset=${Math.max(0, offset - limit)}` }, "← previous") : null,
-    ` ${offset + 1}–${Math.min(offset + limit, total)} of ${total} `,
-    offset + limit < total ? h("a", { href: `${base}?offset=${offset + limit}` }, "next →") : null);
-}
-
 async function forgetDocument(docId, hard, report) {
   try {
     // The same forget as `DELETE /v1/documents/{id}`, answered with the whole report (what
@@ -369,7 +269,7 @@ async function pageDocument(view, id, params) {
     if (err.code === "not_found") body.append(h("p", {}, "It is not in this scope; it may have been forgotten."));
     return;
   }
-  view.querySelector("h1").textContent = "Document: " + d.source;
+  view.querySelector("h1").textContent = "Document: " + visible(d.source);
   const warnings = uploadWarnings.get(d.doc_id);
   body.append(section("Stored version", dl([
     ["Source", d.source],
@@ -391,7 +291,6 @@ async function pageDocument(view, id, params) {
 }
 
 const CHUNKS_PAGE = 100;
-const PREVIEW = 320;
 
 /** One page of a document's chunks; `?chunk=<n>` (a citation) opens the page holding it. */
 async function loadChunks(box, docId, params) {
@@ -435,7 +334,7 @@ function chunkCard(c, highlight, cited) {
       highlight ? "Show less" : `Show all ${c.text.length} characters`);
     toggle.addEventListener("click", () => {
       const open = toggle.getAttribute("aria-expanded") !== "true";
-      text.textContent = open ? c.text : cut();
+      text.textContent = visible(open ? c.text : cut());
       toggle.textContent = open ? "Show less" : `Show all ${c.text.length} characters`;
       toggle.setAttribute("aria-expanded", String(open));
     });
@@ -623,55 +522,6 @@ function candidateCard(c, onDecided) {
     card.append(h("div", { class: "decide" }, field("Note (kept with the decision)", note), h("div", { class: "row" }, approve, reject)));
   }
   return card;
-}
-
-/** An evidence ref, expanded inline on demand (document, message or event). */
-function evidence(ref) {
-  const body = h("div", { class: "evidence-body" }, h("p", { class: "muted" }, "Loading…"));
-  const details = h("details", { "data-evidence": ref }, h("summary", {}, h("code", {}, ref)), body);
-  let loaded = false;
-  details.addEventListener("toggle", async () => {
-    if (!details.open || loaded) return;
-    loaded = true;
-    try {
-      put(body, await evidenceView(ref));
-    } catch (err) {
-      put(body, errorBox(err));
-    }
-  });
-  return details;
-}
-
-async function evidenceView(ref) {
-  const r = parseRef(ref);
-  const href = refHref(ref);
-  const open = href ? h("p", {}, h("a", { href }, "Open source")) : null;
-  if (r && r.kind === "doc") {
-    const d = await api("GET", `/v1/documents/${encodeURIComponent(r.id)}`, { query: partition() });
-    let text = null;
-    if (r.chunk != null && /^\d+$/.test(r.chunk)) {
-      const page = await api("GET", `/v1/documents/${encodeURIComponent(r.id)}/chunks`,
-        { query: { ...partition(), limit: 1, offset: Number(r.chunk) } });
-      const c = page.chunks.find((x) => x.ref === ref);
-      text = c ? h("p", { class: "pre" }, c.text.length > PREVIEW ? c.text.slice(0, PREVIEW).trimEnd() + " …" : c.text)
-        : h("p", { class: "muted" }, "That chunk is not in the current version.");
-    }
-    return h("div", {}, dl([["Document", d.source], ["Version", String(d.version)], ["Chunks", String(d.chunks)],
-      ["Chunk", r.chunk], ["Ingested", date(d.ingested_at)]], "facts compact"), text, open);
-  }
-  if (r && r.kind === "msg") {
-    const page = await api("GET", `/v1/conversations/${encodeURIComponent(r.conversation)}/messages`, { query: { ...partition(), limit: 1000 } });
-    const m = page.messages.find((x) => x.ref === ref);
-    if (!m) return h("p", { class: "muted" }, "That message is no longer stored.");
-    return h("div", {}, h("p", {}, m.role ? chip(m.role, "role") : null, " ", trustChip(m.trust_origin), " ", date(m.ts)),
-      h("p", { class: "pre" }, m.content), open);
-  }
-  if (r && r.kind === "evt") {
-    const e = await api("GET", `/v1/events/${encodeURIComponent(r.id)}`, { query: partition() });
-    return h("div", {}, dl([["From agent", e.source_agent], ["Session", e.session], ["When", date(e.ts)]], "facts compact"),
-      h("p", { class: "pre" }, e.content));
-  }
-  return h("p", { class: "muted" }, "No preview for this kind of ref.");
 }
 
 async function pageCandidate(view, id) {
@@ -895,6 +745,10 @@ const PAGES = {
   documents: pageDocuments,
   conversations: pageConversations,
   review: pageReview,
+  entities: pageEntities,
+  facts: pageFacts,
+  preferences: pagePreferences,
+  traces: pageTraces,
   grants: pageGrants,
   health: pageHealth,
   events: pageEvent,

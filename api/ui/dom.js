@@ -23,11 +23,22 @@ export function h(tag, attrs, ...children) {
   return add(el, children);
 }
 
+// Bidirectional embeddings, overrides and isolates (which reorder what follows: a source
+// `inv\u202Etxt.exe` would display as another file name), zero-width and invisible
+// characters, line/paragraph separators and Unicode tags (invisible text). Shown as U+FFFD,
+// one for one, as the MemoryPack's Markdown does (`cairn_models::text`).
+const HIDDEN = /[\u202A-\u202E\u2066-\u2069\u200B\u2028\u2029\u2060-\u2064\u180E\uFEFF\u{E0000}-\u{E007F}]/gu;
+
+/** Text as shown: hidden and reordering characters made visible. */
+export function visible(s) {
+  return String(s).replace(HIDDEN, "\uFFFD");
+}
+
 /** Appends children (nodes, strings, numbers, nested arrays; null and false are skipped). */
 export function add(el, children) {
   for (const c of [children].flat(Infinity)) {
     if (c == null || c === false) continue;
-    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    el.append(c instanceof Node ? c : document.createTextNode(visible(c)));
   }
   return el;
 }

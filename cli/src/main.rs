@@ -147,6 +147,14 @@ enum Command {
         /// Request timeout in seconds.
         #[arg(long, default_value_t = 60)]
         timeout: u64,
+        /// Seconds a connection may take to send a request's headers, and may stay idle
+        /// between requests, before it is closed.
+        #[arg(long, default_value_t = 10)]
+        header_timeout: u64,
+        /// Most connections open at once (lowered to fit the open-file limit; more wait in
+        /// the listen backlog).
+        #[arg(long, default_value_t = 1024)]
+        max_connections: usize,
     },
     /// Ingest files and directories (.txt, .md, .pdf), or messages (--messages).
     Ingest {
@@ -278,6 +286,28 @@ enum Command {
         /// Points per page (one read and one write each).
         #[arg(long, default_value_t = cairn_service::migrate::DEFAULT_PAGE)]
         page: usize,
+    },
+    /// Back up the whole store into a new directory while it keeps serving: a consistent
+    /// copy at one instant (every write acknowledged before the backup began is in it) plus
+    /// a manifest. With --server, the running `cairn serve` at that URL takes it (key-less
+    /// on loopback: the operator's); without, this process opens --data-dir (no server may
+    /// hold it). The backup directory is a data directory of its own.
+    Backup {
+        /// The backup directory: new or empty, outside the data directory.
+        #[arg(long)]
+        to: PathBuf,
+        /// The URL of a running `cairn serve` (e.g. http://127.0.0.1:7878) to back up.
+        #[arg(long)]
+        server: Option<String>,
+    },
+    /// Restore a backup into a new data directory (--data-dir) and verify it: the point
+    /// count against the backup's manifest, and a recall sample searched on both with each
+    /// sampled point read back. Fails (non-zero) when a check fails. The JSON report on
+    /// stdout.
+    Restore {
+        /// The backup directory (`cairn backup --to`).
+        #[arg(long)]
+        from: PathBuf,
     },
     /// Benchmarks: figures and ratios, never pass/fail.
     Bench {
@@ -562,6 +592,14 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
             .await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Backup { to, server } => {
+            backup(&cli.data_dir, &to, server.as_deref()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Restore { from } => {
+            restore(&from, &cli.data_dir).await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::HashKey { key } => {
             println!("{}", cairn_models::ids::sha256_hex(key.as_bytes()));
             Ok(ExitCode::SUCCESS)
@@ -574,7 +612,14 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
             api_keys,
             max_body,
             timeout,
+            header_timeout,
+            max_connections,
         } => {
+            // Connections are open files: take the hard limit (Debian's default soft limit is
+            // 1,024, which a burst of idle clients can exhaust).
+            if let Err(e) = rlimit::increase_nofile_limit(u64::MAX) {
+                eprintln!("cairn: could not raise the open-file limit: {e}");
+            }
             let spec = match (&api_keys, std::env::var("CAIRN_API_KEYS")) {
                 (Some(path), _) => std::fs::read_to_string(path)
                     .with_context(|| format!("reading {}", path.display()))?,
@@ -609,6 +654,8 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
                 config: ServerConfig {
                     max_body_bytes: max_body,
                     request_timeout: Duration::from_secs(timeout),
+                    header_read_timeout: Duration::from_secs(header_timeout.max(1)),
+                    max_connections,
                 },
             });
             let listener = tokio::net::TcpListener::bind(addr)
@@ -784,6 +831,92 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
 }
 
 /// `cairn migrate`'s arguments.
+/// `cairn backup`: through a running server (`--server`), or on the data directory.
+async fn backup(data_dir: &Path, to: &Path, server: Option<&str>) -> Result<()> {
+    let to = std::path::absolute(to).with_context(|| format!("{}", to.display()))?;
+    let manifest = match server {
+        Some(url) => {
+            let url = format!("{}/v1/admin/backup", url.trim_end_matches('/'));
+            eprintln!("backup: asking {url} to back up into {}", to.display());
+            let agent: ureq::Agent = ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .build()
+                .into();
+            let mut resp = agent
+                .post(&url)
+                .header("content-type", "application/json")
+                .send(serde_json::json!({"to": to.display().to_string()}).to_string())
+                .with_context(|| format!("POST {url}"))?;
+            let status = resp.status().as_u16();
+            let body = resp.body_mut().read_to_string().unwrap_or_default();
+            if status == 504 {
+                bail!(
+                    "the server took longer than its request timeout; the backup carries on \
+                     there and is complete when {} appears",
+                    to.join(cairn_service::backup::MANIFEST).display()
+                );
+            }
+            if status != 200 {
+                bail!("backup refused ({status}): {body}");
+            }
+            serde_json::from_str::<serde_json::Value>(&body)?
+        }
+        None => {
+            let engine = open_engine(data_dir).await?;
+            let started = Instant::now();
+            let last = std::sync::Mutex::new(Instant::now());
+            let progress = |p: cairn_store::BackupProgress| {
+                if let Ok(mut last) = last.lock() {
+                    if last.elapsed() >= Duration::from_secs(2) || p.copied == p.total {
+                        *last = Instant::now();
+                        let rate = p.copied as f64 / started.elapsed().as_secs_f64().max(1e-3);
+                        eprintln!(
+                            "backup: {}/{} points copied ({rate:.0}/s), {} writes replayed",
+                            p.copied, p.total, p.replayed
+                        );
+                    }
+                }
+            };
+            let manifest = engine.backup(&Principal::Local, &to, &progress).await?;
+            engine.flush().await?;
+            serde_json::to_value(manifest)?
+        }
+    };
+    println!("{}", serde_json::to_string_pretty(&manifest)?);
+    Ok(())
+}
+
+/// `cairn restore`: copies the backup into a new data directory and verifies it.
+async fn restore(from: &Path, data_dir: &Path) -> Result<()> {
+    let dim = tokio::task::spawn_blocking(|| {
+        cairn_embed::Embedder::open(&cairn_embed::EmbedConfig::from_env(), None)
+            .map(|e| e.spec().dim)
+    })
+    .await
+    .context("model start-up task")??;
+    let started = Instant::now();
+    let last = std::sync::Mutex::new(Instant::now());
+    let progress = |p: cairn_service::migrate::CopyProgress| {
+        if let Ok(mut last) = last.lock() {
+            if last.elapsed() >= Duration::from_secs(2) || p.copied == p.total {
+                *last = Instant::now();
+                let rate = p.copied as f64 / started.elapsed().as_secs_f64().max(1e-3);
+                eprintln!("restore: {}/{} points ({rate:.0}/s)", p.copied, p.total);
+            }
+        }
+    };
+    let report = cairn_service::backup::restore(from, data_dir, dim, &progress).await?;
+    eprintln!(
+        "restore: {} points into {}, verified (counts; recall sample {}/{})",
+        report.copy.counts.target_after,
+        data_dir.display(),
+        report.copy.sample.matched,
+        report.copy.sample.total
+    );
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
+
 #[derive(Debug)]
 struct MigrateArgs {
     from: String,

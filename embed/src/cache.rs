@@ -160,7 +160,17 @@ impl EmbeddingCache {
             }
             fresh.insert(*key);
         }
-        inner.file.write_all(&buf)?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let end = inner.file.stream_position()?;
+        if let Err(e) = inner.file.write_all(&buf) {
+            // A partial append (a full disk) would leave every later record misaligned: cut
+            // the file back to its last whole record. The entries stay out of the map.
+            let _ = inner.file.set_len(end);
+            let _ = inner.file.seek(SeekFrom::Start(end));
+            return Err(e.into());
+        }
         for (key, v) in entries {
             if v.len() == self.dim && fresh.contains(key) {
                 inner.clock += 1;

@@ -44,6 +44,7 @@ impl EmbedError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             EmbedError::ModelUnavailable(_) | EmbedError::WorkerStopped => ErrorKind::Unavailable,
+            EmbedError::Cache(e) if cairn_models::error::is_disk_full(e) => ErrorKind::StorageFull,
             EmbedError::InvalidConfig(_) | EmbedError::Inference(_) | EmbedError::Cache(_) => {
                 ErrorKind::Internal
             }

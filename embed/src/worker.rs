@@ -435,7 +435,11 @@ impl Pending<'_> {
                 .copied()
                 .zip(computed.iter().cloned())
                 .collect();
-            cache.put_many(&entries)?;
+            // The cache only saves work: failing to persist it (a full disk) does not fail
+            // the embedding, which is computed and returned all the same.
+            if let Err(e) = cache.put_many(&entries) {
+                tracing::warn!(error = %e, "embedding cache not written");
+            }
         }
         for (i, v) in self.miss_idx.iter().zip(computed) {
             self.out[*i] = Some(v);

@@ -81,6 +81,9 @@ impl IngestError {
             | IngestError::Empty { .. }
             | IngestError::InvalidInput(_) => ErrorKind::BadInput,
             IngestError::Conflict(_) => ErrorKind::Conflict,
+            IngestError::Io { source, .. } if cairn_models::error::is_disk_full(source) => {
+                ErrorKind::StorageFull
+            }
             IngestError::Io { source, .. } => match source.kind() {
                 std::io::ErrorKind::NotFound => ErrorKind::NotFound,
                 std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::InvalidData => {

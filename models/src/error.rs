@@ -14,8 +14,26 @@ pub enum ErrorKind {
     Conflict,
     /// A dependency (model, storage) is not available; retrying later may work.
     Unavailable,
+    /// The server's disk (or quota) is full: nothing was stored; the same request works once
+    /// space is freed, without a restart.
+    StorageFull,
     /// A bug or an unexpected state.
     Internal,
+}
+
+/// Whether an I/O error means the disk or the quota is full (`ENOSPC`, `EDQUOT`): a state
+/// of the machine, reported as [`ErrorKind::StorageFull`], not a bug.
+pub fn is_disk_full(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    ) || matches!(e.raw_os_error(), Some(28 | 122))
+}
+
+/// Whether an engine's error message reports a full disk (errors that reach Cairn as text,
+/// such as the embedded shard's).
+pub fn message_says_disk_full(message: &str) -> bool {
+    message.contains("No space left on device") || message.contains("Disk quota exceeded")
 }
 
 /// Errors from validating domain values.
@@ -70,13 +88,14 @@ pub enum ErrorCode {
     EmptyDocument,
     EvidenceNotFound,
     Unavailable,
+    InsufficientStorage,
     Timeout,
     Internal,
 }
 
 impl ErrorCode {
     /// Every code, in the order of the README's table.
-    pub const ALL: [ErrorCode; 19] = [
+    pub const ALL: [ErrorCode; 20] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthorized,
         ErrorCode::ScopeForbidden,
@@ -94,6 +113,7 @@ impl ErrorCode {
         ErrorCode::EmptyDocument,
         ErrorCode::EvidenceNotFound,
         ErrorCode::Unavailable,
+        ErrorCode::InsufficientStorage,
         ErrorCode::Timeout,
         ErrorCode::Internal,
     ];
@@ -118,6 +138,7 @@ impl ErrorCode {
             ErrorCode::EmptyDocument => "empty_document",
             ErrorCode::EvidenceNotFound => "evidence_not_found",
             ErrorCode::Unavailable => "unavailable",
+            ErrorCode::InsufficientStorage => "insufficient_storage",
             ErrorCode::Timeout => "timeout",
             ErrorCode::Internal => "internal",
         }
@@ -142,6 +163,7 @@ impl ErrorCode {
             ErrorCode::NotFound => ErrorKind::NotFound,
             ErrorCode::TurnConflict | ErrorCode::Conflict => ErrorKind::Conflict,
             ErrorCode::Unavailable | ErrorCode::Timeout => ErrorKind::Unavailable,
+            ErrorCode::InsufficientStorage => ErrorKind::StorageFull,
             ErrorCode::Internal => ErrorKind::Internal,
         }
     }

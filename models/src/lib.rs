@@ -25,6 +25,7 @@ pub mod record;
 pub mod refs;
 pub mod scope;
 pub mod state;
+pub mod text;
 
 pub use error::{ErrorCode, ErrorKind, ModelError};
 pub use failpoint::failpoint;

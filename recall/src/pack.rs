@@ -330,7 +330,10 @@ pub fn build_pack(
     // than three whole abstracts (an item longer than its share is cut to its passage).
     let share = item_share(input.budget);
     for (idx, item) in items.iter().enumerate() {
-        let full = item.point.text.clone().unwrap_or_default();
+        // What the pack shows (and counts) is the text with hidden and reordering characters
+        // made visible, one for one, so spans into the stored text stay exact.
+        let full = cairn_models::text::neutralize_text(item.point.text.as_deref().unwrap_or(""))
+            .into_owned();
         if full.trim().is_empty() {
             continue;
         }
@@ -946,7 +949,7 @@ fn section_pieces(
                     format!(
                         "[{}] \"{}\" ({}, {})",
                         s.citation,
-                        s.value,
+                        quote_inline(&s.value),
                         s.trust_origin.label(),
                         date(s.timestamp)
                     )
@@ -984,11 +987,10 @@ fn date(ms: i64) -> String {
         .unwrap_or_else(|| "unknown date".into())
 }
 
-/// Memory text on one line: no line breaks or Markdown structure.
+/// A name or short value on one line: no line breaks, and nothing hidden or reordering
+/// (a right-to-left override in a source name would make the citation read as another file).
 fn quote_inline(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect::<String>()
+    cairn_models::text::neutralize_name(s).into_owned()
 }
 
 /// One memory: a label line, then the text as a block quote (every line prefixed, control

@@ -7,7 +7,7 @@
 //! before anything else and every later step works inside one word, so a text's count is
 //! the sum of its words' counts: [`WordTokens`] counts each distinct word once, through the
 //! real tokenizer, and adds up cached counts after that. The count is the tokenizer's own,
-//! not an estimate (property-tested against it in `recall/tests/pack.rs`).
+//! not an estimate (property-tested against it in `recall/tests/recall/pack.rs`).
 //!
 //! Tokenizers that are not whitespace-first (byte-level BPE, SentencePiece: a word's tokens
 //! depend on the space before it) are not cached: every call goes to the tokenizer.

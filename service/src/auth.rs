@@ -137,6 +137,22 @@ pub enum Principal {
 }
 
 impl Principal {
+    /// Refuses an agent whose grant is suspended or revoked (`capability_denied`), before any
+    /// operation: what a door checks when a caller opens something that outlives one request
+    /// (an MCP session).
+    pub fn check_active(&self) -> Result<(), ServiceError> {
+        match self {
+            Principal::Agent { grant, .. } if grant.status != GrantStatus::Active => {
+                Err(ServiceError::CapabilityDenied(format!(
+                    "the grant of agent {} is {}",
+                    grant.agent,
+                    grant.status.as_str()
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Who, for a grant's history: `local`, `key:<12 hex of the key's hash>`, `agent:<id>`.
     pub fn label(&self) -> String {
         match self {
@@ -190,13 +206,7 @@ pub fn authorize(
             if *tenant != partition.tenant || *user != partition.user {
                 return Err(ServiceError::ScopeForbidden);
             }
-            if grant.status != GrantStatus::Active {
-                return Err(ServiceError::CapabilityDenied(format!(
-                    "the grant of agent {} is {}",
-                    grant.agent,
-                    grant.status.as_str()
-                )));
-            }
+            principal.check_active()?;
             if op == Operation::ManageGrants || !grant.allows(op) {
                 return Err(ServiceError::CapabilityDenied(format!(
                     "agent {} is not granted {}",

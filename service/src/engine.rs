@@ -19,6 +19,25 @@ use tokio::sync::Mutex;
 
 use crate::error::ServiceError;
 
+/// Free and total bytes of the data directory's filesystem ([`Engine::disk_space`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskSpace {
+    /// Bytes a write may still use (what `df` calls available).
+    pub available_bytes: u64,
+    pub total_bytes: u64,
+}
+
+impl DiskSpace {
+    /// Below this many available bytes `/readyz` reports the disk as low: about what a burst
+    /// of large documents, a checkpoint of the journal and the shard's next segment growth
+    /// need together.
+    pub const LOW_BYTES: u64 = 256 * 1024 * 1024;
+
+    pub fn low(&self) -> bool {
+        self.available_bytes < Self::LOW_BYTES
+    }
+}
+
 /// Everything a request needs.
 #[derive(Debug)]
 pub struct Engine {
@@ -298,6 +317,16 @@ impl Engine {
     }
 
     /// Which store this engine runs on.
+    /// Space on the filesystem of the data directory (the journal, the embedded shard, the
+    /// embedding cache and extraction's temporary files all live there).
+    pub fn disk_space(&self) -> std::io::Result<DiskSpace> {
+        let stats = fs4::statvfs(&self.data_dir)?;
+        Ok(DiskSpace {
+            available_bytes: stats.available_space(),
+            total_bytes: stats.total_space(),
+        })
+    }
+
     pub fn backend(&self) -> cairn_store::BackendInfo {
         self.store.backend()
     }

@@ -46,6 +46,8 @@ pub enum ServiceError {
     #[error("{0}")]
     Unavailable(String),
     #[error("{0}")]
+    InsufficientStorage(String),
+    #[error("{0}")]
     Internal(String),
 }
 
@@ -68,6 +70,7 @@ impl ServiceError {
             ServiceError::EmptyDocument(_) => ErrorCode::EmptyDocument,
             ServiceError::EvidenceNotFound(_) => ErrorCode::EvidenceNotFound,
             ServiceError::Unavailable(_) => ErrorCode::Unavailable,
+            ServiceError::InsufficientStorage(_) => ErrorCode::InsufficientStorage,
             ServiceError::Internal(_) => ErrorCode::Internal,
         }
     }
@@ -91,6 +94,7 @@ impl ServiceError {
             ErrorKind::NotFound => ServiceError::NotFound(message),
             ErrorKind::Conflict => ServiceError::Conflict(message),
             ErrorKind::Unavailable => ServiceError::Unavailable(message),
+            ErrorKind::StorageFull => ServiceError::InsufficientStorage(message),
             ErrorKind::Internal => ServiceError::Internal(message),
         }
     }

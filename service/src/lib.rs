@@ -18,9 +18,11 @@
 //!   relationships and their traversal, entity merges.
 //! - [`reasoning`]: reasoning traces, steps, tool calls, tool statistics, similar traces.
 //! - [`grants`]: agent grants (issue, suspend, revoke, restore) and resolving agent keys.
+//! - [`backup`]: online backup of the embedded store and verified restore.
 //! - [`schema`]: OpenAPI descriptions of the library crates' wire types.
 
 pub mod auth;
+pub mod backup;
 pub mod candidates;
 pub mod documents;
 pub mod engine;
@@ -40,6 +42,6 @@ pub mod turns;
 
 pub use auth::{authorize, Auth, Principal};
 pub use cairn_models::grant::Operation;
-pub use engine::{Backend, Engine, EngineOptions, IndexBuild, OPTIMIZE_AFTER_CHUNKS};
+pub use engine::{Backend, DiskSpace, Engine, EngineOptions, IndexBuild, OPTIMIZE_AFTER_CHUNKS};
 pub use error::ServiceError;
 pub use ops::BatchOutcome;

@@ -81,6 +81,35 @@ pub struct EdgeStore {
     checkpoint_bytes: u64,
     dim: usize,
     path: PathBuf,
+    /// While a backup runs: every operation applied since it started, in the shard's order
+    /// (pushed under `write`, as the journal is appended). See [`EdgeStore::backup_to`].
+    capture: Arc<Mutex<Option<Vec<Op>>>>,
+}
+
+/// Points per page of a backup's copy.
+const BACKUP_PAGE: usize = 512;
+
+/// Progress of [`EdgeStore::backup_to`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct BackupProgress {
+    /// Points copied so far.
+    pub copied: u64,
+    /// Points in the store (when the copy started; at the cut for the last report).
+    pub total: u64,
+    /// Operations applied during the copy and replayed onto it.
+    pub replayed: u64,
+}
+
+/// What [`EdgeStore::backup_to`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct BackupReport {
+    /// Points in the store at the cut, and in the backup.
+    pub points: u64,
+    /// Points copied page by page.
+    pub copied: u64,
+    /// Writes made during the copy, replayed onto it.
+    pub replayed: u64,
+    pub elapsed_ms: u64,
 }
 
 impl std::fmt::Debug for EdgeStore {
@@ -176,12 +205,145 @@ impl EdgeStore {
             checkpoint_bytes: config.checkpoint_bytes.max(1),
             dim: config.dim,
             path,
+            capture: Arc::new(Mutex::new(None)),
         })
     }
 
     /// The durability policy in force.
     pub fn sync_policy(&self) -> SyncPolicy {
         self.journal.policy()
+    }
+
+    /// An online, consistent copy of the whole store into a new embedded store at `to`
+    /// (a directory that does not exist or is empty), while reads and writes go on.
+    ///
+    /// How it is consistent without stopping writers for the copy, by the journal's own
+    /// argument (module docs of `journal`): (1) with the write mutex held for an instant,
+    /// start capturing every operation applied from then on; (2) copy every point, page by
+    /// page, with no lock held: each page holds some state of its points between the start
+    /// and the end; (3) with the write mutex held for an instant, stop capturing and count
+    /// the points; (4) apply the captured operations to the copy, in order. Upserts replace
+    /// whole points and deletes are idempotent, so replaying every operation since the
+    /// start over any mix of older and newer states ends in the state at (3): the backup is
+    /// the store as it was at that instant, every write acknowledged before the backup began
+    /// included. Writes wait only for the two instants; captured operations are held in
+    /// memory until (4).
+    pub async fn backup_to(
+        &self,
+        to: &Path,
+        progress: &(dyn Fn(BackupProgress) + Send + Sync),
+    ) -> Result<BackupReport> {
+        let started = std::time::Instant::now();
+        if to.exists()
+            && std::fs::read_dir(to)
+                .map_err(|e| StoreError::Invalid(format!("{}: {e}", to.display())))?
+                .next()
+                .is_some()
+        {
+            return Err(StoreError::Invalid(format!(
+                "backup target {} is not empty: back up into a new directory",
+                to.display()
+            )));
+        }
+        let target = {
+            let config = StoreConfig {
+                // Made durable by one checkpoint at the end instead of per page.
+                sync: SyncPolicy::Os,
+                ..StoreConfig::new(to, self.dim)
+            };
+            tokio::task::spawn_blocking(move || EdgeStore::open(&config))
+                .await
+                .map_err(|e| StoreError::Engine(format!("backup target: {e}")))??
+        };
+        self.set_capture(true);
+        let copied = self.copy_into(&target, progress).await;
+        let (ops, points) = match copied {
+            Ok(_) => self.end_capture().await?,
+            Err(e) => {
+                self.set_capture(false);
+                return Err(e);
+            }
+        };
+        let copied = copied?;
+        let replayed = ops.len() as u64;
+        progress(BackupProgress {
+            copied,
+            total: points as u64,
+            replayed,
+        });
+        for op in ops {
+            target.apply(op).await?;
+        }
+        target.flush().await?;
+        let target_points = target.count_all().await?;
+        if target_points != points {
+            return Err(StoreError::Engine(format!(
+                "backup holds {target_points} points, the store held {points} at the cut"
+            )));
+        }
+        Ok(BackupReport {
+            points: points as u64,
+            copied,
+            replayed,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        })
+    }
+
+    fn set_capture(&self, on: bool) {
+        let _guard = self.write.lock().unwrap_or_else(|p| p.into_inner());
+        *self.capture.lock().unwrap_or_else(|p| p.into_inner()) = on.then(Vec::new);
+    }
+
+    /// Stops capturing and counts the points, in one instant of the write mutex: the cut.
+    async fn end_capture(&self) -> Result<(Vec<Op>, usize)> {
+        let lock = Arc::clone(&self.write);
+        let capture = Arc::clone(&self.capture);
+        let shard = Arc::clone(&self.shard);
+        tokio::task::spawn_blocking(move || {
+            let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+            let ops = capture
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+                .unwrap_or_default();
+            let points = shard
+                .count(CountRequest {
+                    filter: None,
+                    exact: true,
+                })
+                .map_err(engine)?;
+            Ok((ops, points))
+        })
+        .await
+        .map_err(|e| StoreError::Engine(format!("backup cut: {e}")))?
+    }
+
+    /// Copies every point, page by page (the store's `export`), into `target`.
+    async fn copy_into(
+        &self,
+        target: &EdgeStore,
+        progress: &(dyn Fn(BackupProgress) + Send + Sync),
+    ) -> Result<u64> {
+        let total = self.count_all().await? as u64;
+        let mut copied = 0u64;
+        let mut offset = None;
+        loop {
+            let (points, next) = self.export(offset, BACKUP_PAGE).await?;
+            copied += points.len() as u64;
+            target.upsert(points).await?;
+            progress(BackupProgress {
+                copied,
+                total,
+                replayed: 0,
+            });
+            match next {
+                Some(n) if Some(n) == offset => {
+                    return Err(StoreError::Engine(format!("export did not advance past {n}")))
+                }
+                Some(n) => offset = Some(n),
+                None => return Ok(copied),
+            }
+        }
     }
 
     /// Runs a read on the blocking pool.
@@ -208,23 +370,35 @@ impl EdgeStore {
         let journal = Arc::clone(&self.journal);
         let optimizing = Arc::clone(&self.optimizing);
         let checkpoint_bytes = self.checkpoint_bytes;
+        let capture = Arc::clone(&self.capture);
         tokio::task::spawn_blocking(move || {
             let record = journal::encode(&op)?;
             let seq = {
                 let _gate = gate.read().unwrap_or_else(|p| p.into_inner());
                 let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+                let mut capture = capture.lock().unwrap_or_else(|p| p.into_inner());
+                let copy = capture.is_some().then(|| op.clone());
                 // Applied first: a record in the journal is one the shard accepted, so a
                 // replay never meets an operation that fails.
                 apply_op(&shard, &bm25, op)?;
                 cairn_models::failpoint("store.after_apply");
-                journal.append_encoded(&record)?
+                let seq = journal.append_encoded(&record)?;
+                if let (Some(ops), Some(op)) = (capture.as_mut(), copy) {
+                    ops.push(op);
+                }
+                seq
             };
             journal.sync(seq)?;
             cairn_models::failpoint("store.after_sync");
             // Deferred while an index build runs (the journal may pass the threshold for
             // that long); the first write after it checkpoints.
             if journal.len() >= checkpoint_bytes && optimizing.load(Ordering::Acquire) == 0 {
-                checkpoint(&shard, &gate, &journal)?;
+                // The write is durable in the journal already: a checkpoint that fails (a
+                // full disk) does not fail it. The journal is kept and the next write tries
+                // the checkpoint again.
+                if let Err(e) = checkpoint(&shard, &gate, &journal) {
+                    tracing::warn!(error = %e, "checkpoint failed; the journal is kept");
+                }
             }
             Ok(())
         })
@@ -236,9 +410,29 @@ impl EdgeStore {
 /// Flushes the shard with every writer and optimizer stopped, then empties the journal.
 fn checkpoint(shard: &EdgeShard, gate: &RwLock<()>, journal: &Journal) -> Result<()> {
     let _gate = gate.write().unwrap_or_else(|p| p.into_inner());
-    shard.flush();
+    flush_shard(shard)?;
     cairn_models::failpoint("store.checkpoint.after_flush");
     journal.truncate()
+}
+
+/// `EdgeShard::flush` panics when its segments cannot be written (`expect("segments
+/// flushed")`, on a full disk above all). Caught here and reported as an error, so the
+/// journal is kept (everything in it is replayed later), the process lives, and a full disk
+/// is [`StoreError::Full`]. The shard's locks are `parking_lot`'s, which a panic does not
+/// poison, so a later flush (once space is freed) works.
+fn flush_shard(shard: &EdgeShard) -> Result<()> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| shard.flush())).map_err(|panic| {
+        let message = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_string()))
+            .unwrap_or_else(|| "the shard's flush panicked".into());
+        if cairn_models::error::message_says_disk_full(&message) {
+            StoreError::Full(format!("checkpoint: {message}"))
+        } else {
+            StoreError::Engine(format!("checkpoint: {message}"))
+        }
+    })
 }
 
 /// Opens the journal next to the shard and replays it: the shard's own WAL is not replayed
@@ -263,7 +457,7 @@ fn open_journal(
         for op in replay.ops {
             apply_op(shard, bm25, op)?;
         }
-        shard.flush();
+        flush_shard(shard)?;
         journal.truncate()?;
         tracing::info!(
             records = n,
@@ -750,6 +944,14 @@ impl MemoryStore for EdgeStore {
             location: self.path.display().to_string(),
             collection: None,
         }
+    }
+
+    async fn backup(
+        &self,
+        to: &Path,
+        progress: &(dyn Fn(BackupProgress) + Send + Sync),
+    ) -> Result<BackupReport> {
+        self.backup_to(to, progress).await
     }
 
     async fn export(

@@ -152,7 +152,12 @@ pub(crate) struct Replay {
 }
 
 fn io(path: &Path, e: std::io::Error) -> StoreError {
-    StoreError::Unavailable(format!("journal {}: {e}", path.display()))
+    let message = format!("journal {}: {e}", path.display());
+    if cairn_models::error::is_disk_full(&e) {
+        StoreError::Full(message)
+    } else {
+        StoreError::Unavailable(message)
+    }
 }
 
 impl Journal {

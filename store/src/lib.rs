@@ -31,7 +31,7 @@ pub mod journal;
 mod memory;
 mod server;
 
-pub use edge::{EdgeStore, StoreConfig, JOURNAL_FILE};
+pub use edge::{BackupProgress, BackupReport, EdgeStore, StoreConfig, JOURNAL_FILE};
 pub use filter::{Cond, Filter, Value};
 pub use journal::SyncPolicy;
 pub use memory::InMemoryStore;
@@ -92,12 +92,20 @@ pub enum StoreError {
     /// A request that cannot be executed as given (e.g. wrong vector dimension).
     #[error("invalid storage request: {0}")]
     Invalid(String),
+    /// The disk holding the data directory (or the quota) is full: the write was not
+    /// applied, and writes work again once space is freed.
+    #[error("storage full: {0}")]
+    Full(String),
 }
 
 impl StoreError {
     pub fn kind(&self) -> ErrorKind {
         match self {
+            StoreError::Engine(m) if cairn_models::error::message_says_disk_full(m) => {
+                ErrorKind::StorageFull
+            }
             StoreError::Engine(_) | StoreError::Corrupt { .. } => ErrorKind::Internal,
+            StoreError::Full(_) => ErrorKind::StorageFull,
             StoreError::Unavailable(_) => ErrorKind::Unavailable,
             StoreError::Invalid(_) => ErrorKind::BadInput,
         }
@@ -295,6 +303,22 @@ pub trait MemoryStore: Send + Sync + std::fmt::Debug {
         let _ = name;
         Ok(StoreLock::local())
     }
+    /// A consistent copy of the whole store into a new embedded store at `to`, taken while
+    /// the store serves reads and writes ([`EdgeStore::backup_to`]). Only the embedded
+    /// store: a Qdrant server has its own snapshot API (`POST /collections/{name}/snapshots`).
+    async fn backup(
+        &self,
+        to: &std::path::Path,
+        progress: &(dyn Fn(BackupProgress) + Send + Sync),
+    ) -> Result<BackupReport> {
+        let _ = (to, progress);
+        Err(StoreError::Invalid(format!(
+            "online backup is for the embedded store; this is {}: use the Qdrant server's \
+             snapshot API",
+            self.backend().kind
+        )))
+    }
+
     /// One page of every point in the store, every partition, with its vectors (dense and
     /// the stored sparse vector), in id order: copying a deployment to another store without
     /// re-embedding (`cairn migrate`). Administration only.

@@ -11,7 +11,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{detached, query_error, who, CommonErrors, QueryResult, ScopeQuery};
+use super::{detached, query_error, CommonErrors, QueryResult, ScopeQuery};
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::json::Json;
@@ -66,7 +66,7 @@ async fn post_event(
     caller: Caller,
     Json(body): Json<EventRequest>,
 ) -> Result<Json<EventReceipt>, ApiError> {
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     detached(async move {
         let receipt = state.engine.post_event(&who, body).await?;
         if receipt.created {
@@ -93,7 +93,7 @@ async fn get_event(
 ) -> Result<Json<EventView>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     Ok(Json(state.engine.get_event(&who, &partition, &id).await?))
 }
 
@@ -110,7 +110,7 @@ async fn propose(
     caller: Caller,
     Json(body): Json<CandidateRequest>,
 ) -> Result<Json<ProposeResponse>, ApiError> {
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     detached(async move {
         let response = state.engine.propose(&who, body).await?;
         if response.created {
@@ -131,7 +131,7 @@ async fn list_candidates(
 ) -> Result<Json<CandidateList>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     let all = state
         .engine
         .list_candidates(&who, &partition, q.status)
@@ -159,7 +159,7 @@ async fn get_candidate(
 ) -> Result<Json<CandidateView>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     Ok(Json(
         state.engine.get_candidate(&who, &partition, &id).await?,
     ))
@@ -172,7 +172,7 @@ async fn decide(
     body: DecisionRequest,
     approve: bool,
 ) -> Result<Json<CandidateView>, ApiError> {
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     detached(async move {
         let view = state.engine.decide(&who, &id, body, approve).await?;
         state.metrics.add(

@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{detached, query_error, who, CommonErrors, DeleteQuery, QueryResult, ScopeQuery};
+use super::{detached, query_error, CommonErrors, DeleteQuery, QueryResult, ScopeQuery};
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::json::Json;
@@ -52,7 +52,7 @@ async fn post_document(
     caller: Caller,
     Json(body): Json<DocumentBody>,
 ) -> Result<Json<DocumentReport>, ApiError> {
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     detached(async move {
         let report = state.engine.ingest_text(&who, body).await?;
         count_ingest(&state, &report);
@@ -82,8 +82,10 @@ async fn upload_document(
     caller: Caller,
     mut multipart: Multipart,
 ) -> Result<Json<DocumentReport>, ApiError> {
-    let mut scope = Scope::default();
-    let mut source: Option<String> = None;
+    // The form is read as strictly as the JSON routes read a body: `tenant` and `user` are
+    // required (no silent `default` tenant), and a field given twice (two `file` parts, two
+    // `tenant`s) is refused, as JSON refuses a duplicate key, instead of the last one winning.
+    let mut fields: std::collections::BTreeMap<String, String> = Default::default();
     let mut file: Option<(String, Option<String>, Vec<u8>)> = None;
     let bad = |e: axum::extract::multipart::MultipartError| {
         if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
@@ -95,25 +97,27 @@ async fn upload_document(
             ApiError::invalid(format!("multipart body: {}", e.body_text()))
         }
     };
+    let twice = |name: &str| ApiError::invalid(format!("multipart field `{name}` is given twice"));
     while let Some(field) = multipart.next_field().await.map_err(bad)? {
         let name = field.name().unwrap_or_default().to_string();
         match name.as_str() {
             "file" => {
+                if file.is_some() {
+                    return Err(ApiError::invalid(
+                        "multipart body has more than one `file` part: upload one file per request",
+                    ));
+                }
                 let filename = field.file_name().unwrap_or("upload").to_string();
                 let content_type = field.content_type().map(str::to_string);
                 let bytes = field.bytes().await.map_err(bad)?;
                 file = Some((filename, content_type, bytes.to_vec()));
             }
             "tenant" | "user" | "namespace" | "agent" | "session" | "source" => {
-                let value = field.text().await.map_err(bad)?;
-                match name.as_str() {
-                    "tenant" => scope.tenant = value,
-                    "user" => scope.user = value,
-                    "namespace" => scope.namespace = value,
-                    "agent" => scope.agent = value,
-                    "session" => scope.session = value,
-                    _ => source = Some(value),
+                if fields.contains_key(&name) {
+                    return Err(twice(&name));
                 }
+                let value = field.text().await.map_err(bad)?;
+                fields.insert(name, value);
             }
             other => {
                 return Err(ApiError::invalid(format!(
@@ -122,6 +126,25 @@ async fn upload_document(
             }
         }
     }
+    let mut take = |name: &str| fields.remove(name);
+    let required = |v: Option<String>, name: &str| {
+        v.ok_or_else(|| ApiError::invalid(format!("multipart body has no `{name}` field")))
+    };
+    let mut scope = Scope {
+        tenant: required(take("tenant"), "tenant")?,
+        user: required(take("user"), "user")?,
+        ..Scope::default()
+    };
+    for (name, slot) in [
+        ("namespace", &mut scope.namespace),
+        ("agent", &mut scope.agent),
+        ("session", &mut scope.session),
+    ] {
+        if let Some(v) = take(name) {
+            *slot = v;
+        }
+    }
+    let source = take("source");
     let (filename, content_type, bytes) =
         file.ok_or_else(|| ApiError::invalid("multipart body has no `file` part"))?;
     let upload = FileUpload {
@@ -131,7 +154,7 @@ async fn upload_document(
         source,
         bytes,
     };
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     detached(async move {
         let report = state.engine.ingest_file(&who, upload).await?;
         count_ingest(&state, &report);
@@ -152,7 +175,7 @@ async fn list_documents(
     let partition = q.partition()?;
     let all = state
         .engine
-        .list_documents(&who(&state, &caller).await?, &partition)
+        .list_documents(&caller.principal().clone(), &partition)
         .await?;
     let total = all.len();
     Ok(Json(DocumentList {
@@ -177,7 +200,7 @@ async fn get_document(
 ) -> Result<Json<DocumentInfo>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     Ok(Json(
         state.engine.get_document(&who, &partition, &id).await?,
     ))
@@ -199,7 +222,7 @@ async fn document_chunks(
 ) -> Result<Json<ChunkList>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     let all = state.engine.document_chunks(&who, &partition, &id).await?;
     let total = all.len();
     Ok(Json(ChunkList {
@@ -219,7 +242,7 @@ async fn stats(
 ) -> Result<Json<Counts>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     Ok(Json(state.engine.counts(&who, &partition).await?))
 }
 
@@ -240,7 +263,7 @@ async fn delete_document(
 ) -> Result<Json<DocumentInfo>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     detached(async move {
         let deleted = state
             .engine

@@ -6,7 +6,7 @@ use cairn_service::recall::ForgetRequest;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{detached, who, CommonErrors};
+use super::{detached, CommonErrors};
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::json::Json;
@@ -29,7 +29,7 @@ async fn forget_handler(
     caller: Caller,
     Json(body): Json<ForgetRequest>,
 ) -> Result<Json<ForgetReport>, ApiError> {
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     detached(async move {
         let report = state.engine.forget(&who, body).await?;
         state.metrics.add("forgets", 1);

@@ -11,7 +11,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{query_error, who, CommonErrors, QueryResult};
+use super::{query_error, CommonErrors, QueryResult};
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::json::Json;
@@ -51,7 +51,7 @@ async fn issue(
     caller: Caller,
     Json(body): Json<GrantRequest>,
 ) -> Result<Json<IssuedGrant>, ApiError> {
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     Ok(Json(state.engine.issue_grant(&who, body).await?))
 }
 
@@ -64,7 +64,7 @@ async fn list(
     query: QueryResult<GrantsQuery>,
 ) -> Result<Json<GrantList>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     let grants = state.engine.list_grants(&who, &q.tenant, &q.user).await?;
     Ok(Json(GrantList { grants }))
 }
@@ -84,7 +84,7 @@ async fn get_grant(
     query: QueryResult<GrantsQuery>,
 ) -> Result<Json<GrantView>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     Ok(Json(
         state
             .engine
@@ -100,7 +100,7 @@ async fn change(
     body: GrantChangeRequest,
     change: StatusChange,
 ) -> Result<Json<GrantView>, ApiError> {
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     Ok(Json(
         state
             .engine

@@ -43,6 +43,19 @@ pub struct Ready {
     /// The server collection (`qdrant` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub collection: Option<String>,
+    /// Space on the data directory's filesystem (absent when it cannot be read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk: Option<DiskReport>,
+}
+
+/// The data directory's disk as `/readyz` reports it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DiskReport {
+    pub available_bytes: u64,
+    pub total_bytes: u64,
+    /// Fewer than 256 MiB available: writes may soon answer `507 insufficient_storage`
+    /// (reads keep working). Still ready: the server serves what it holds.
+    pub low: bool,
 }
 
 /// Liveness: the process answers.
@@ -65,6 +78,14 @@ async fn readyz(State(state): State<SharedState>) -> Result<Json<Ready>, ApiErro
     state.engine.check_store().await?;
     let points = state.engine.count_all().await?;
     let backend = state.engine.backend();
+    let disk = state.engine.disk_space().ok().map(|d| DiskReport {
+        available_bytes: d.available_bytes,
+        total_bytes: d.total_bytes,
+        low: d.low(),
+    });
+    if disk.as_ref().is_some_and(|d| d.low) {
+        tracing::warn!(?disk, "the data directory's disk is nearly full");
+    }
     Ok(Json(Ready {
         status: "ready".into(),
         model: state.engine.embedder().model_id().to_string(),
@@ -72,6 +93,7 @@ async fn readyz(State(state): State<SharedState>) -> Result<Json<Ready>, ApiErro
         backend: backend.kind.to_string(),
         store: backend.location,
         collection: backend.collection,
+        disk,
     }))
 }
 
@@ -80,7 +102,19 @@ async fn readyz(State(state): State<SharedState>) -> Result<Json<Ready>, ApiErro
 #[utoipa::path(get, path = "/metrics", tag = "health",
     responses((status = 200, description = "Prometheus text", body = String, content_type = "text/plain")))]
 async fn metrics(State(state): State<SharedState>) -> String {
-    state.metrics.render()
+    let mut out = state.metrics.render();
+    if let Ok(d) = state.engine.disk_space() {
+        out.push_str(&format!(
+            "# HELP cairn_data_dir_available_bytes Bytes still available to writes on the data directory's filesystem.\n\
+             # TYPE cairn_data_dir_available_bytes gauge\n\
+             cairn_data_dir_available_bytes {}\n\
+             # HELP cairn_data_dir_total_bytes Size of the data directory's filesystem.\n\
+             # TYPE cairn_data_dir_total_bytes gauge\n\
+             cairn_data_dir_total_bytes {}\n",
+            d.available_bytes, d.total_bytes
+        ));
+    }
+    out
 }
 
 /// This OpenAPI document (generated from the handlers; committed as `api/openapi.json`).

@@ -14,7 +14,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{default_ns, detached, query_error, who, CommonErrors, QueryResult, ScopeQuery};
+use super::{default_ns, detached, query_error, CommonErrors, QueryResult, ScopeQuery};
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::json::Json;
@@ -292,7 +292,7 @@ async fn add_entity(
     caller: Caller,
     Json(body): Json<EntityRequest>,
 ) -> Result<Json<Entity>, ApiError> {
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     detached(async move { Ok(Json(state.engine.add_entity(&who, body).await?)) }).await
 }
 
@@ -307,7 +307,7 @@ async fn list_entities(
 ) -> Result<Json<EntityList>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     let all = state
         .engine
         .list_entities(&who, &partition, q.entity_type.as_deref())
@@ -330,7 +330,7 @@ async fn search_entities(
 ) -> Result<Json<EntitySearch>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     let results = state
         .engine
         .search_entities(
@@ -356,7 +356,7 @@ async fn entities_by_name(
 ) -> Result<Json<EntityList>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     let entities = state
         .engine
         .entities_by_name(&who, &partition, &q.name)
@@ -383,7 +383,7 @@ async fn merge_entities(
     caller: Caller,
     Json(body): Json<MergeRequest>,
 ) -> Result<Json<Entity>, ApiError> {
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     detached(async move { Ok(Json(state.engine.merge_entities(&who, body).await?)) }).await
 }
 
@@ -409,7 +409,7 @@ async fn suggest_entities(
     caller: Caller,
     Json(body): Json<SuggestRequest>,
 ) -> Result<Json<SuggestionList>, ApiError> {
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     detached(async move {
         let suggestions = state.engine.suggest_entities(&who, body).await?;
         Ok(Json(SuggestionList { suggestions }))
@@ -433,7 +433,7 @@ async fn get_entity(
 ) -> Result<Json<Entity>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     Ok(Json(state.engine.get_entity(&who, &partition, &id).await?))
 }
 
@@ -455,7 +455,7 @@ async fn related_entities(
 ) -> Result<Json<RelatedList>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     let related = state
         .engine
         .related_entities(
@@ -485,7 +485,7 @@ async fn entity_relationships(
 ) -> Result<Json<RelationshipList>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     state.engine.get_entity(&who, &partition, &id).await?;
     let all = state
         .engine
@@ -514,7 +514,7 @@ async fn add_relationship(
     caller: Caller,
     Json(body): Json<RelationshipRequest>,
 ) -> Result<Json<Relationship>, ApiError> {
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     detached(async move { Ok(Json(state.engine.add_relationship(&who, body).await?)) }).await
 }
 
@@ -528,7 +528,7 @@ async fn list_relationships(
 ) -> Result<Json<RelationshipList>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     let all = state
         .engine
         .list_relationships(&who, &partition, q.entity_id.as_deref())
@@ -551,7 +551,7 @@ async fn add_preference(
     caller: Caller,
     Json(body): Json<PreferenceRequest>,
 ) -> Result<Json<Preference>, ApiError> {
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     detached(async move { Ok(Json(state.engine.add_preference(&who, body).await?)) }).await
 }
 
@@ -565,7 +565,7 @@ async fn list_preferences(
 ) -> Result<Json<PreferenceList>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     let all = state
         .engine
         .list_preferences(&who, &partition, q.category.as_deref())
@@ -587,7 +587,7 @@ async fn search_preferences(
 ) -> Result<Json<PreferenceSearch>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     let results = state
         .engine
         .search_preferences(
@@ -623,7 +623,7 @@ async fn add_fact(
     caller: Caller,
     Json(body): Json<FactRequest>,
 ) -> Result<Json<FactOutcome>, ApiError> {
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     detached(async move { Ok(Json(state.engine.add_fact(&who, body).await?)) }).await
 }
 
@@ -638,7 +638,7 @@ async fn list_facts(
 ) -> Result<Json<FactList>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     let query = FactQuery {
         subject: q.subject.clone(),
         predicate: q.predicate.clone(),
@@ -666,7 +666,7 @@ async fn fact_conflicts(
 ) -> Result<Json<FactConflictList>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     let all = state.engine.fact_conflicts(&who, &partition).await?;
     let total = all.len();
     Ok(Json(FactConflictList {
@@ -691,7 +691,7 @@ async fn get_fact(
 ) -> Result<Json<Fact>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     Ok(Json(state.engine.get_fact(&who, &partition, &id).await?))
 }
 
@@ -706,7 +706,7 @@ async fn declare_predicate(
     caller: Caller,
     Json(body): Json<PredicateRequest>,
 ) -> Result<Json<Predicate>, ApiError> {
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     detached(async move { Ok(Json(state.engine.declare_predicate(&who, body).await?)) }).await
 }
 
@@ -720,7 +720,7 @@ async fn list_predicates(
 ) -> Result<Json<PredicateList>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     let all = state.engine.list_predicates(&who, &partition).await?;
     let total = all.len();
     Ok(Json(PredicateList {

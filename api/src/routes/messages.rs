@@ -13,7 +13,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{
-    default_ns, detached, query_error, who, CommonErrors, DeleteQuery, QueryResult, ScopeQuery,
+    default_ns, detached, query_error, CommonErrors, DeleteQuery, QueryResult, ScopeQuery,
 };
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
@@ -46,7 +46,7 @@ async fn post_messages(
     caller: Caller,
     Json(body): Json<MessagesBody>,
 ) -> Result<Json<MessagesResponse>, ApiError> {
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     let messages: Vec<KeyedMessage> = body.messages.into_iter().map(Into::into).collect();
     detached(async move {
         let receipts = state
@@ -106,7 +106,7 @@ async fn get_message(
 ) -> Result<Json<MessageView>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     Ok(Json(
         state.engine.message_by_id(&who, &partition, &id).await?,
     ))
@@ -123,7 +123,7 @@ async fn search_messages(
 ) -> Result<Json<MessageSearch>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     let results = state
         .engine
         .search_messages(
@@ -148,7 +148,7 @@ async fn list_conversations(
 ) -> Result<Json<ConversationList>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     let all = state.engine.conversations(&who, &partition).await?;
     let total = all.len();
     Ok(Json(ConversationList {
@@ -173,7 +173,7 @@ async fn list_conversation(
 ) -> Result<Json<ConversationPage>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     let all = state.engine.conversation(&who, &partition, &id).await?;
     let total = all.len();
     Ok(Json(ConversationPage {
@@ -201,7 +201,7 @@ async fn delete_message(
 ) -> Result<Json<ForgetReport>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     detached(async move {
         let report = state
             .engine
@@ -229,7 +229,7 @@ async fn delete_conversation(
 ) -> Result<Json<ForgetReport>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     detached(async move {
         let report = state
             .engine

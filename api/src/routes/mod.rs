@@ -4,6 +4,7 @@
 //! `utoipa_axum::routes!`, so the served routes and the OpenAPI document come from the same
 //! list and cannot diverge.
 
+mod admin;
 mod candidates;
 mod documents;
 mod forget;
@@ -17,7 +18,6 @@ mod recall;
 use std::collections::BTreeMap;
 
 use cairn_models::Partition;
-use cairn_service::Principal;
 use serde::Deserialize;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
@@ -57,6 +57,7 @@ use crate::SharedState;
         (name = "grants", description = "Agent identities and their capability grants"),
         (name = "knowledge", description = "Knowledge memory: entities, relationships, preferences, facts (validity, supersession, conflicts) and predicate declarations. Delete with `POST /v1/forget` and an `ent:`, `rel:`, `pref:` or `fact:` ref"),
         (name = "reasoning", description = "Reasoning memory: traces of the tasks an agent worked on, their steps and tool calls; similar past traces and tool statistics. Delete with `POST /v1/forget` and a `trace:` ref"),
+        (name = "admin", description = "Operator tasks: online backup of the embedded store"),
     )
 )]
 struct ApiDoc;
@@ -92,7 +93,8 @@ pub(crate) fn api() -> OpenApiRouter<SharedState> {
                 .merge(forget::router())
                 .merge(grants::router())
                 .merge(knowledge::router())
-                .merge(reasoning::router()),
+                .merge(reasoning::router())
+                .merge(admin::router()),
         )
 }
 
@@ -193,11 +195,6 @@ fn default_ns() -> String {
     "default".into()
 }
 
-/// The principal of a request: an agent (its own key, checked against its stored grant),
-/// an API key's holder, or the local operator in key-less mode.
-async fn who(state: &SharedState, caller: &crate::auth::Caller) -> Result<Principal, ApiError> {
-    caller.principal(state).await
-}
 
 impl ScopeQuery {
     fn partition(&self) -> Result<Partition, ApiError> {

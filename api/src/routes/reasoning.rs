@@ -13,7 +13,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{default_ns, detached, query_error, who, CommonErrors, QueryResult, ScopeQuery};
+use super::{default_ns, detached, query_error, CommonErrors, QueryResult, ScopeQuery};
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::json::Json;
@@ -215,7 +215,7 @@ async fn start_trace(
     caller: Caller,
     Json(body): Json<TraceRequest>,
 ) -> Result<Json<Trace>, ApiError> {
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     detached(async move { Ok(Json(state.engine.start_trace(&who, body).await?)) }).await
 }
 
@@ -229,7 +229,7 @@ async fn list_traces(
 ) -> Result<Json<TraceList>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     let all = state
         .engine
         .list_traces(&who, &partition, q.session.as_deref())
@@ -252,7 +252,7 @@ async fn similar_traces(
 ) -> Result<Json<SimilarTraces>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     let results = state
         .engine
         .similar_traces(
@@ -282,7 +282,7 @@ async fn get_trace(
 ) -> Result<Json<TraceView>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     Ok(Json(state.engine.get_trace(&who, &partition, &id).await?))
 }
 
@@ -301,7 +301,7 @@ async fn add_step(
     Path(id): Path<String>,
     Json(body): Json<StepRequest>,
 ) -> Result<Json<Step>, ApiError> {
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     detached(async move { Ok(Json(state.engine.add_step(&who, &id, body).await?)) }).await
 }
 
@@ -321,7 +321,7 @@ async fn record_tool_call(
     Path(id): Path<String>,
     Json(body): Json<ToolCallRequest>,
 ) -> Result<Json<ToolCall>, ApiError> {
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     detached(async move { Ok(Json(state.engine.record_tool_call(&who, &id, body).await?)) }).await
 }
 
@@ -342,7 +342,7 @@ async fn complete_trace(
     Path(id): Path<String>,
     Json(body): Json<CompleteTraceRequest>,
 ) -> Result<Json<Trace>, ApiError> {
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     detached(async move { Ok(Json(state.engine.complete_trace(&who, &id, body).await?)) }).await
 }
 
@@ -358,7 +358,7 @@ async fn tool_stats(
 ) -> Result<Json<ToolStatsList>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     let tools = state
         .engine
         .tool_stats(&who, &partition, q.tool.as_deref())

@@ -7,7 +7,7 @@ use cairn_service::turns::{CompleteRequest, PrepareRequest, TurnReceipt};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{detached, who, CommonErrors};
+use super::{detached, CommonErrors};
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::json::Json;
@@ -32,7 +32,7 @@ async fn recall_handler(
 ) -> Result<Json<MemoryPack>, ApiError> {
     let pack = state
         .engine
-        .recall(&who(&state, &caller).await?, body)
+        .recall(&caller.principal().clone(), body)
         .await?;
     state.metrics.add("recalls", 1);
     Ok(Json(pack))
@@ -49,7 +49,7 @@ async fn prepare_handler(
 ) -> Result<Json<TurnEnvelope>, ApiError> {
     let envelope = state
         .engine
-        .prepare_turn(&who(&state, &caller).await?, body)
+        .prepare_turn(&caller.principal().clone(), body)
         .await?;
     state.metrics.add("recalls", 1);
     Ok(Json(envelope))
@@ -70,7 +70,7 @@ async fn complete_handler(
     Path(turn_id): Path<String>,
     Json(body): Json<CompleteRequest>,
 ) -> Result<Json<TurnReceipt>, ApiError> {
-    let who = who(&state, &caller).await?;
+    let who = caller.principal().clone();
     // Detached: a completion cut by the timeout between its two messages and its receipt
     // would be repaired by a retry, but only if the client retries; run it to its end.
     detached(async move {

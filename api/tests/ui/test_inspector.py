@@ -9,11 +9,31 @@ view and a citation link (it highlights the cited chunk); posts an event and a c
 through the HTTP API, approves the candidate in the review queue and finds it (`mem:`) in the
 next recall; lists the conversations and opens one; forgets a message and a document in the
 UI and sees them leave; issues and suspends a grant; reads the health page and the scope's
-counts; checks 320 px and dark renderings; and checks that key-less mode refuses another
-origin and a rebound host name. Screenshots of each page go to SCREENSHOT_DIR (default
-target/ui-screenshots). Run by scripts/ui_check.sh, which builds and starts the server. Exits non-zero on the first failed check.
+counts; checks that a document's hidden characters (U+202E, U+200B in its source and text)
+are shown as U+FFFD and never reach the page's text.
+
+Then the knowledge and trace pages, on data seeded through the HTTP API (23 entities joined
+by 24 relationships, with aliases and one merge; facts about one subject with a superseded
+history and an open conflict whose evidence is a document chunk and a message; declared
+predicates; preferences in two categories; two traces in two sessions with steps and tool
+calls, one of them failed): searches entities (by an alias) and filters them by type; opens
+one and checks its neighbourhood graph's nodes, hops and labelled, directed edges at 1, 2
+and 3 hops; re-centres the graph by clicking a node, and by Tab and Enter; follows a merged
+entity to its survivor; reads a subject's current facts with their cardinalities, a
+predicate's history (validity windows, supersession) and the open conflict side by side,
+follows its evidence to the cited chunk and message; reads preferences by category; lists
+traces by session, reads a trace's steps and tool calls in order (the failed call's status,
+error and duration), the per-tool chart and similar traces; forgets a trace and an entity in
+the UI and sees them gone from the pages and the API.
+
+Checks 320 px and dark renderings (every new page, no horizontal overflow), that no page
+logs an error or a CSP violation, and that key-less mode refuses another origin and a
+rebound host name. Screenshots of each page go to SCREENSHOT_DIR (default
+target/ui-screenshots). Run by scripts/ui_check.sh, which builds and starts the server.
+Exits non-zero on the first failed check.
 """
 
+import datetime
 import json
 import os
 import shutil
@@ -134,6 +154,163 @@ def recall(page, query, budget="1500"):
 def no_overflow(page, width):
     scroll = page.evaluate("document.documentElement.scrollWidth")
     assert scroll <= width, f"page is {scroll}px wide at a {width}px viewport"
+
+
+# The knowledge graph seeded for the entity pages: name -> (type, aliases), and the directed,
+# typed relationships. Hops from Ada Lovelace: 8 at one hop, 10 at two, 4 at three.
+GRAPH_NODES = {
+    "Ada Lovelace": ("person", ["Countess of Lovelace", "Augusta Ada King"]),
+    "Charles Babbage": ("person", ["Father of the computer"]),
+    "Analytical Engine": ("object", []), "London": ("location", []), "Lord Byron": ("person", []),
+    "Mary Somerville": ("person", []), "Augustus De Morgan": ("person", []), "Note G": ("object", []),
+    "William King": ("person", ["Earl of Lovelace"]),
+    "Difference Engine": ("object", []), "Royal Society": ("organization", []),
+    "Bernoulli numbers": ("other", []), "Luigi Menabrea": ("person", []),
+    "Anne Isabella Milbanke": ("person", []), "Greece": ("location", []), "Ockham Park": ("location", []),
+    "Somerville College": ("organization", []), "Thames": ("location", []),
+    "University College London": ("organization", []),
+    "Isaac Newton": ("person", []), "Oxford": ("location", []), "Italy": ("location", []),
+    "Jacob Bernoulli": ("person", []),
+}
+RELATIONSHIPS = [
+    ("Ada Lovelace", "COLLABORATED_WITH", "Charles Babbage"),
+    ("Ada Lovelace", "WROTE_NOTES_ON", "Analytical Engine"),
+    ("Ada Lovelace", "LIVED_IN", "London"),
+    ("Lord Byron", "PARENT_OF", "Ada Lovelace"),
+    ("Mary Somerville", "MENTORED", "Ada Lovelace"),
+    ("Augustus De Morgan", "TUTORED", "Ada Lovelace"),
+    ("Ada Lovelace", "AUTHORED", "Note G"),
+    ("Ada Lovelace", "MARRIED_TO", "William King"),
+    ("Charles Babbage", "DESIGNED", "Difference Engine"),
+    ("Charles Babbage", "MEMBER_OF", "Royal Society"),
+    ("Charles Babbage", "KNEW", "Mary Somerville"),
+    ("Note G", "COMPUTES", "Bernoulli numbers"),
+    ("Luigi Menabrea", "DESCRIBED", "Analytical Engine"),
+    ("Lord Byron", "MARRIED_TO", "Anne Isabella Milbanke"),
+    ("Lord Byron", "DIED_IN", "Greece"),
+    ("William King", "OWNED", "Ockham Park"),
+    ("Somerville College", "NAMED_AFTER", "Mary Somerville"),
+    ("London", "ON_RIVER", "Thames"),
+    ("Augustus De Morgan", "TAUGHT_AT", "University College London"),
+    ("Isaac Newton", "PRESIDENT_OF", "Royal Society"),
+    ("Somerville College", "LOCATED_IN", "Oxford"),
+    ("Luigi Menabrea", "PRIME_MINISTER_OF", "Italy"),
+    ("Bernoulli numbers", "NAMED_AFTER", "Jacob Bernoulli"),
+    # The duplicate's edge, moved to Charles Babbage by the merge.
+    ("C. Babbage", "INVENTED", "Difference Engine"),
+]
+HOPS_FROM_ADA = {"Ada Lovelace": 0}
+for _d, _names in enumerate([
+    ["Charles Babbage", "Analytical Engine", "London", "Lord Byron", "Mary Somerville", "Augustus De Morgan",
+     "Note G", "William King"],
+    ["Difference Engine", "Royal Society", "Bernoulli numbers", "Luigi Menabrea", "Anne Isabella Milbanke",
+     "Greece", "Ockham Park", "Somerville College", "Thames", "University College London"],
+    ["Isaac Newton", "Oxford", "Italy", "Jacob Bernoulli"],
+], start=1):
+    HOPS_FROM_ADA.update({n: _d for n in _names})
+
+
+def hops_from(start, depth):
+    """Entity name -> hops from `start` (both directions, up to `depth`), after the merge."""
+    merged = {"C. Babbage": "Charles Babbage"}
+    seen = {start: 0}
+    frontier = [start]
+    for d in range(1, depth + 1):
+        nxt = []
+        for a, _, b in RELATIONSHIPS:
+            a, b = merged.get(a, a), merged.get(b, b)
+            for x, y in ((a, b), (b, a)):
+                if x in frontier and y not in seen:
+                    seen[y] = d
+                    nxt.append(y)
+        frontier = nxt
+    return seen
+
+
+assert hops_from("Ada Lovelace", 3) == HOPS_FROM_ADA
+
+
+def epoch_ms(y, m, d):
+    return int(datetime.datetime(y, m, d, tzinfo=datetime.timezone.utc).timestamp() * 1000)
+
+
+def seed_knowledge():
+    """Entities (one merge), relationships, facts (a superseded history, a conflict with a
+    document chunk and a message as evidence), predicates, preferences and two traces, all
+    through the HTTP API. Answers what the checks need."""
+    step("seed entities, relationships, a merge, facts, predicates, preferences and traces")
+    ents = {}
+    for name, (type_, aliases) in GRAPH_NODES.items():
+        ents[name] = ok("POST", "/v1/entities", {"scope": SCOPE, "name": name, "type": type_, "aliases": aliases})
+    ents["C. Babbage"] = ok("POST", "/v1/entities", {"scope": SCOPE, "name": "C. Babbage", "type": "person"})
+    for a, t, b in RELATIONSHIPS:
+        ok("POST", "/v1/relationships", {"scope": SCOPE, "source_id": ents[a]["id"], "target_id": ents[b]["id"],
+                                         "relationship_type": t})
+    survivor = ok("POST", "/v1/entities/merge", {"scope": SCOPE, "source_id": ents["C. Babbage"]["id"],
+                                                 "target_id": ents["Charles Babbage"]["id"]})
+    assert "C. Babbage" in survivor["aliases"], survivor
+    dup = ok("GET", f"/v1/entities/{ents['C. Babbage']['id']}?" + urllib.parse.urlencode(PARTITION))
+    assert dup["merged_into"] == ents["Charles Babbage"]["id"], dup
+    related = ok("GET", f"/v1/entities/{ents['Ada Lovelace']['id']}/related?" + urllib.parse.urlencode({**PARTITION, "depth": 3}))
+    got = {r["entity"]["name"]: r["depth"] for r in related["related"]}
+    assert got == {n: d for n, d in HOPS_FROM_ADA.items() if d}, got
+
+    doc = ok("POST", "/v1/documents", {"scope": SCOPE, "source": "lovelace-letters.md", "media_type": "text/markdown",
+                                       "text": "# Letters\n\nAda was born in London, at Piccadilly Terrace, on 10 December 1815.\n"})
+    doc_ref = ok("GET", f"/v1/documents/{doc['doc_id']}/chunks?" + urllib.parse.urlencode(PARTITION))["chunks"][0]["ref"]
+    msg_ref = ok("POST", "/v1/messages", {"scope": SCOPE, "messages": [
+        {"conversation_id": "c-facts", "role": "user", "content": "Ada told me she was born in Marylebone."}]})["receipts"][0]["ref"]
+    ok("PUT", "/v1/predicates", {"scope": SCOPE, "predicate": "lives_in", "cardinality": "single"})
+    ok("PUT", "/v1/predicates", {"scope": SCOPE, "predicate": "knows", "cardinality": "multi"})
+
+    def fact(predicate, obj, evidence, **extra):
+        return ok("POST", "/v1/facts", {"scope": SCOPE, "subject": "Ada Lovelace", "predicate": predicate,
+                                        "object": obj, "evidence_refs": evidence, **extra})
+
+    old = fact("lives_in", "Marylebone", [msg_ref], valid_from=epoch_ms(2020, 1, 1))
+    new = fact("lives_in", "St James's Square", [doc_ref], valid_from=epoch_ms(2023, 6, 1))
+    assert new["superseded"] == [old["fact"]["id"]], new
+    fact("knows", "Charles Babbage", [doc_ref])
+    fact("knows", "Mary Somerville", [doc_ref])
+    born_doc = fact("birthplace", "London", [doc_ref])
+    born_msg = fact("birthplace", "Marylebone", [msg_ref])
+    assert born_msg["conflicts_with"] == [born_doc["fact"]["id"]], born_msg
+
+    for category, text, context in (("food", "Prefers vegetarian restaurants", None),
+                                    ("food", "Dislikes coriander", None),
+                                    ("communication", "Prefers email over phone calls", "during work hours")):
+        ok("POST", "/v1/preferences", {"scope": SCOPE, "category": category, "preference": text, "context": context})
+
+    def trace(scope, task, steps, success, outcome):
+        t = ok("POST", "/v1/traces", {"scope": scope, "task": task})
+        for thought, action, calls in steps:
+            st = ok("POST", f"/v1/traces/{t['id']}/steps", {"scope": scope, "thought": thought, "action": action})
+            for c in calls:
+                ok("POST", f"/v1/steps/{st['id']}/tool-calls", {"scope": scope, **c})
+        ok("POST", f"/v1/traces/{t['id']}/complete", {"scope": scope, "success": success, "outcome": outcome})
+        return t["id"]
+
+    trace_a = trace(SCOPE, "Book a train ticket from London to Oxford", [
+        ("Look for trains", "search", [{"tool_name": "search_trains", "arguments": {"from": "London", "to": "Oxford"},
+                                        "result": {"trains": 3}, "duration_ms": 120, "status": "success"}]),
+        ("Book the 09:30", "book", [
+            {"tool_name": "book_ticket", "arguments": {"train": "09:30"}, "duration_ms": 900, "status": "failure",
+             "error": "card declined"},
+            {"tool_name": "book_ticket", "arguments": {"train": "09:30", "card": "second"}, "result": {"seat": "C12"},
+             "duration_ms": 450, "status": "success"}]),
+    ], True, "booked the 09:30")
+    trace_b = trace({**SCOPE, "session": "s2"}, "Find a cheap train ticket to Cambridge", [
+        ("Look for trains", "search", [{"tool_name": "search_trains", "arguments": {"to": "Cambridge"},
+                                        "result": {"trains": 0}, "duration_ms": 80}]),
+    ], False, "no seats left")
+    return {"entities": ents, "doc_ref": doc_ref, "msg_ref": msg_ref,
+            "lives_old": old["fact"]["id"], "lives_new": new["fact"]["id"],
+            "born_doc": born_doc["fact"]["id"], "born_msg": born_msg["fact"]["id"],
+            "trace_a": trace_a, "trace_b": trace_b}
+
+
+def graph_names(page):
+    return set(page.eval_on_selector_all("#graph-box .node", "els => els.map(e => e.dataset.name)"))
 
 
 def main():
@@ -393,6 +570,259 @@ def main():
             expect(page.locator(f'#scope-counts [data-count="{k}"]')).to_have_text(str(counts[k]))
         shot(page, "health")
 
+        step("hidden characters: U+202E and U+200B in a document are shown as U+FFFD")
+        hidden_source = "invoice\u202etxt.exe"
+        hidden = ok("POST", "/v1/documents", {"scope": SCOPE, "source": hidden_source,
+                                             "text": "Zero\u200bwidth and \u202eoverride: the Kestrel ledger."})
+        go(page, "#/documents", "documents")
+        row = page.locator(f'#documents-table tr[data-doc="{hidden["doc_id"]}"]')
+        expect(row.locator("td a").first).to_have_text("invoice\ufffdtxt.exe")
+        text = page.evaluate("document.body.innerText")
+        assert "\u202e" not in text and "\u200b" not in text, "a hidden character reached the page"
+        go(page, f"#/documents/{hidden['doc_id']}", "documents")
+        expect(page.locator("h1")).to_have_text("Document: invoice\ufffdtxt.exe")
+        expect(page.locator("#chunks")).to_contain_text("Zero\ufffdwidth and \ufffdoverride: the Kestrel ledger.")
+        text = page.evaluate("document.body.innerText")
+        assert "\u202e" not in text and "\u200b" not in text, "a hidden character reached the page"
+
+        seeded = seed_knowledge()
+        E = seeded["entities"]
+
+        step("entities: list, search (alias), type filter")
+        go(page, "#/entities", "entities")
+        expect(page.locator('nav a[aria-current="page"]')).to_have_text("Entities")
+        listed = ok("GET", "/v1/entities?" + urllib.parse.urlencode({**PARTITION, "limit": 1000}))
+        # The merged duplicate is not listed; its survivor is.
+        assert listed["total"] == len(GRAPH_NODES), (listed["total"], len(GRAPH_NODES))
+        expect(page.locator("#entities-table tbody tr")).to_have_count(len(GRAPH_NODES))
+        expect(page.locator(f'#entities-table tr[data-entity="{E["C. Babbage"]["id"]}"]')).to_have_count(0)
+        babbage_row = page.locator(f'#entities-table tr[data-entity="{E["Charles Babbage"]["id"]}"]')
+        expect(babbage_row).to_contain_text("C. Babbage")  # the merged name is an alias now
+        shot(page, "entities")
+        page.fill("#entity-q", "Countess of Lovelace")
+        page.click("#entity-form button[type=submit]")
+        page.wait_for_selector('main[data-ready="entities"]')
+        expect(page.locator("#entities-table caption")).to_contain_text("Countess of Lovelace")
+        first_hit = page.locator("#entities-table tbody tr").first
+        assert first_hit.get_attribute("data-entity") == E["Ada Lovelace"]["id"], first_hit.inner_text()
+        expect(first_hit).to_contain_text("Countess of Lovelace")
+        page.fill("#entity-q", "")
+        page.select_option("#entity-type", "location")
+        page.click("#entity-form button[type=submit]")
+        page.wait_for_selector('main[data-ready="entities"]')
+        places = sorted(n for n, (t, _) in GRAPH_NODES.items() if t == "location")
+        expect(page.locator("#entities-table tbody tr")).to_have_count(len(places))
+        shown = page.eval_on_selector_all("#entities-table tbody tr", "els => els.map(e => e.dataset.type)")
+        assert set(shown) == {"location"}, shown
+        got = sorted(page.eval_on_selector_all("#entities-table tbody tr td:first-child a", "els => els.map(e => e.textContent)"))
+        assert got == places, (got, places)
+
+        step("an entity: details, aliases, the graph at 1, 2 and 3 hops")
+        page.fill("#entity-q", "Ada Lovelace")
+        page.select_option("#entity-type", "")
+        page.click("#entity-form button[type=submit]")
+        page.wait_for_selector('main[data-ready="entities"]')
+        page.locator(f'#entities-table tr[data-entity="{E["Ada Lovelace"]["id"]}"] td a').first.click()
+        page.wait_for_selector('main[data-ready="entities"]')
+        expect(page.locator("h1")).to_have_text("Entity: Ada Lovelace")
+        expect(page.locator("#entity-view")).to_contain_text("Countess of Lovelace")
+        for hops in (1, 2, 3):
+            if hops > 1:
+                page.click(f'button.hop[data-hops="{hops}"]')
+            want = {n for n, d in HOPS_FROM_ADA.items() if d <= hops}
+            expect(page.locator("#graph-box svg.graph")).to_have_attribute("data-nodes", str(len(want)))
+            assert graph_names(page) == want, (hops, graph_names(page) ^ want)
+            centre = page.locator("#graph-box .node.centre")
+            assert centre.get_attribute("data-name") == "Ada Lovelace"
+            depths = dict(page.eval_on_selector_all("#graph-box .node", "els => els.map(e => [e.dataset.name, Number(e.dataset.depth)])"))
+            assert depths == {n: HOPS_FROM_ADA[n] for n in want}, depths
+            expect(page.locator("#neighbours-table tbody tr")).to_have_count(len(want) - 1)
+        assert "hops=3" in page.url, page.url
+        # Edges are labelled with their type and point from source to target.
+        parent = page.locator('#graph-box .edge[data-type="PARENT_OF"]')
+        expect(parent).to_have_count(1)
+        assert parent.get_attribute("data-source") == E["Lord Byron"]["id"]
+        assert parent.get_attribute("data-target") == E["Ada Lovelace"]["id"]
+        assert parent.locator("polygon.arrow").count() == 1
+        labels = page.eval_on_selector_all("#graph-box .edge-label", "els => els.map(e => e.textContent)")
+        assert "PARENT_OF" in labels and "COLLABORATED_WITH" in labels, labels
+        # Every relationship among the drawn entities is drawn (not just the traversal's tree).
+        assert int(page.locator("#graph-box svg.graph").get_attribute("data-edges")) == len(RELATIONSHIPS), \
+            page.locator("#graph-box svg.graph").get_attribute("data-edges")
+        shot(page, "entity-graph")
+
+        step("a graph node re-centres the graph; the merged duplicate points to its survivor")
+        page.locator('#graph-box a.node[data-name="Charles Babbage"] .dot').click()
+        page.wait_for_selector('main[data-ready="entities"]')
+        expect(page.locator("h1")).to_have_text("Entity: Charles Babbage")
+        assert f"#/entities/{E['Charles Babbage']['id']}" in page.url, page.url
+        expect(page.locator("#graph-box .node.centre")).to_have_attribute("data-name", "Charles Babbage")
+        around = hops_from("Charles Babbage", 3)
+        expect(page.locator("#graph-box svg.graph")).to_have_attribute("data-nodes", str(len(around)))
+        assert graph_names(page) == set(around), graph_names(page) ^ set(around)
+        assert page.evaluate("document.activeElement.dataset.name") == "Charles Babbage"
+        expect(page.locator("#entity-view")).to_contain_text("C. Babbage")
+        # The merged duplicate's edge moved to the survivor: two edges to the Difference Engine.
+        expect(page.locator("#relationships-table tbody tr")).to_have_count(5)
+        expect(page.locator(f'#graph-box .edge[data-target="{E["Difference Engine"]["id"]}"][data-source="{E["Charles Babbage"]["id"]}"]')).to_have_count(2)
+        go(page, f"#/entities/{E['C. Babbage']['id']}", "entities")
+        expect(page.locator("#merged-into")).to_have_text("Charles Babbage")
+        expect(page.locator("#graph-box .node.centre")).to_have_attribute("data-name", "Charles Babbage")
+
+        step("keyboard: Tab to a graph node, Enter re-centres on it")
+        go(page, f"#/entities/{E['Ada Lovelace']['id']}?hops=1", "entities")
+        page.focus("#graph-fit")
+        page.keyboard.press("Tab")
+        focused = page.evaluate("[document.activeElement.tagName.toLowerCase(), document.activeElement.dataset.name]")
+        assert focused[0] == "a" and focused[1] in HOPS_FROM_ADA and HOPS_FROM_ADA[focused[1]] == 1, focused
+        page.keyboard.press("Enter")
+        page.wait_for_selector('main[data-ready="entities"]')
+        expect(page.locator("h1")).to_have_text(f"Entity: {focused[1]}")
+        assert page.evaluate("document.activeElement.classList.contains('centre')"), "focus left the graph"
+        shot(page, "entity-graph-keyboard", full_page=False)
+
+        step("facts: current value, history with the superseded fact, cardinality")
+        go(page, "#/facts?" + urllib.parse.urlencode({"subject": "Ada Lovelace"}), "facts")
+        expect(page.locator('nav a[aria-current="page"]')).to_have_text("Facts")
+        lives = page.locator('#facts-current tr[data-predicate="lives_in"]')
+        expect(lives).to_have_count(1)
+        expect(lives).to_contain_text("St James's Square")
+        expect(lives).to_contain_text("single")
+        expect(page.locator('#facts-current tr[data-predicate="knows"]')).to_have_count(2)
+        expect(page.locator('#facts-current tr[data-predicate="knows"]').first).to_contain_text("multi")
+        expect(page.locator('#predicates-table tr[data-predicate="lives_in"]')).to_contain_text("single")
+        expect(page.locator('#predicates-table tr[data-predicate="knows"]')).to_contain_text("multi")
+        shot(page, "facts")
+        lives.locator("a.history-link").click()
+        page.wait_for_selector('main[data-ready="facts"]')
+        entries = page.locator("#history-list article")
+        expect(entries).to_have_count(2)
+        old, new = seeded["lives_old"], seeded["lives_new"]
+        assert entries.nth(0).get_attribute("data-fact") == old and entries.nth(1).get_attribute("data-fact") == new
+        assert entries.nth(0).get_attribute("data-status") == "superseded"
+        assert entries.nth(1).get_attribute("data-status") == "current"
+        expect(entries.nth(0)).to_contain_text("Marylebone")
+        expect(entries.nth(0)).to_contain_text("Superseded by")
+        expect(entries.nth(0)).to_contain_text("2020-01-01 00:00:00 UTC → 2023-06-01 00:00:00 UTC")
+        expect(entries.nth(1)).to_contain_text("Supersedes")
+        expect(entries.nth(1)).to_contain_text("from 2023-06-01 00:00:00 UTC")
+        shot(page, "facts-history")
+        entries.nth(0).locator('a[href^="#/facts/"]').first.click()
+        page.wait_for_selector('main[data-ready="facts"]')
+        expect(page.locator("h1")).to_have_text("Fact: Ada Lovelace · lives_in")
+        expect(page.locator("#fact-view")).to_contain_text("St James's Square")
+
+        step("facts: an open conflict side by side; its evidence opens the cited chunk and message")
+        go(page, "#/facts?" + urllib.parse.urlencode({"subject": "Ada Lovelace"}), "facts")
+        conflict = page.locator('#conflicts .conflict[data-predicate="birthplace"]')
+        expect(conflict).to_have_count(1)
+        expect(conflict.locator(".side")).to_have_count(2)
+        expect(conflict).to_contain_text("undeclared")
+        doc_side = conflict.locator(f'.side[data-fact="{seeded["born_doc"]}"]')
+        msg_side = conflict.locator(f'.side[data-fact="{seeded["born_msg"]}"]')
+        expect(doc_side).to_contain_text("London")
+        expect(msg_side).to_contain_text("Marylebone")
+        doc_ref, msg_ref = seeded["doc_ref"], seeded["msg_ref"]
+        doc_side.locator(f'details[data-evidence="{doc_ref}"] summary').click()
+        expect(doc_side.locator(f'details[data-evidence="{doc_ref}"]')).to_contain_text("Piccadilly Terrace")
+        doc_side.locator(f'li[data-ref="{doc_ref}"] a.ref').click()
+        page.wait_for_selector('main[data-ready="documents"]')
+        expect(page.locator("#chunks article.highlight")).to_have_attribute("data-ref", doc_ref)
+        expect(page.locator("#chunks article.highlight")).to_contain_text("Piccadilly Terrace")
+        page.go_back()
+        page.wait_for_selector('main[data-ready="facts"]')
+        msg_side = page.locator(f'#conflicts .side[data-fact="{seeded["born_msg"]}"]')
+        msg_side.locator(f'li[data-ref="{msg_ref}"] a.ref').click()
+        page.wait_for_selector('main[data-ready="conversations"]')
+        expect(page.locator("#messages article.highlight")).to_have_attribute("data-ref", msg_ref)
+        expect(page.locator("#messages article.highlight")).to_contain_text("born in Marylebone")
+
+        step("preferences: grouped by category, filtered by one")
+        go(page, "#/preferences", "preferences")
+        expect(page.locator("#preferences section.category")).to_have_count(2)
+        food = page.locator('#preferences section[data-category="food"]')
+        expect(food.locator("article")).to_have_count(2)
+        expect(food).to_contain_text("vegetarian")
+        comms = page.locator('#preferences section[data-category="communication"]')
+        expect(comms.locator("article")).to_have_count(1)
+        expect(comms).to_contain_text("work hours")
+        shot(page, "preferences")
+        page.select_option("#preference-category", "food")
+        page.click("#preference-form button[type=submit]")
+        page.wait_for_selector('main[data-ready="preferences"]')
+        expect(page.locator("#preferences section.category")).to_have_count(1)
+        expect(page.locator('#preferences section[data-category="food"]')).to_have_count(1)
+
+        step("traces: by session, steps and tool calls in order, the tool chart, similar traces")
+        ta, tb = seeded["trace_a"], seeded["trace_b"]
+        go(page, "#/traces", "traces")
+        expect(page.locator('nav a[aria-current="page"]')).to_have_text("Traces")
+        expect(page.locator("#traces-list .session")).to_have_count(2)
+        expect(page.locator(f'#traces-list .session[data-session="s1"] tr[data-trace="{ta}"]')).to_contain_text("succeeded")
+        expect(page.locator(f'#traces-list .session[data-session="s2"] tr[data-trace="{tb}"]')).to_contain_text("failed")
+        chart = page.locator("#tool-chart li.tool")
+        expect(chart).to_have_count(2)
+        assert chart.evaluate_all("els => els.map(e => e.dataset.tool)") == ["book_ticket", "search_trains"]
+        book = page.locator('#tool-chart li[data-tool="book_ticket"]')
+        expect(book.locator('[data-metric="calls"]')).to_have_text("2 calls: 1 succeeded, 1 failed")
+        expect(book.locator('[data-metric="success"]')).to_have_text("50 %")
+        expect(book.locator('[data-metric="mean"]')).to_contain_text("675 ms")
+        search = page.locator('#tool-chart li[data-tool="search_trains"]')
+        expect(search.locator('[data-metric="success"]')).to_have_text("100 %")
+        expect(search.locator('[data-metric="mean"]')).to_contain_text("100 ms")
+        assert book.locator("svg.bar rect.seg-fail").count() == 1
+        stats = {t["name"]: t for t in ok("GET", "/v1/tools/stats?" + urllib.parse.urlencode(PARTITION))["tools"]}
+        assert stats["book_ticket"]["failed_calls"] == 1 and stats["search_trains"]["total_calls"] == 2, stats
+        page.fill("#similar-task", "train ticket booking")
+        page.click("#similar-form button[type=submit]")
+        expect(page.locator("#similar-list li")).to_have_count(2)
+        shot(page, "traces")
+        page.select_option("#trace-session", "s2")
+        page.click("#trace-form button[type=submit]")
+        page.wait_for_selector('main[data-ready="traces"]')
+        expect(page.locator("#traces-list tr[data-trace]")).to_have_count(1)
+        go(page, "#/traces", "traces")
+        page.locator(f'tr[data-trace="{ta}"] td a').first.click()
+        page.wait_for_selector('main[data-ready="traces"]')
+        expect(page.locator("h1")).to_have_text("Trace: Book a train ticket from London to Oxford")
+        steps_ = page.eval_on_selector_all("#steps article.step", "els => els.map(e => Number(e.dataset.step))")
+        assert steps_ == [1, 2], steps_
+        calls = page.eval_on_selector_all(
+            "#steps .tool-call", "els => els.map(e => [e.closest('article').dataset.step, e.dataset.call, e.dataset.tool, e.dataset.status])")
+        assert calls == [["1", "1", "search_trains", "success"], ["2", "1", "book_ticket", "failure"],
+                         ["2", "2", "book_ticket", "success"]], calls
+        failed = page.locator('#steps .tool-call[data-status="failure"]')
+        expect(failed).to_contain_text("card declined")
+        expect(failed).to_contain_text("900 ms")
+        expect(page.locator("#trace-view")).to_contain_text("1 failed")
+        expect(page.locator(f'#similar-list li[data-trace="{tb}"]')).to_have_count(1)
+        expect(page.locator(f'#similar-list li[data-trace="{ta}"]')).to_have_count(0)
+        shot(page, "trace")
+
+        step("forget a trace and an entity in the UI: gone from the pages and the API")
+        go(page, "#/traces", "traces")
+        row = page.locator(f'tr[data-trace="{tb}"]')
+        row.locator("button.danger").click()
+        row.locator("button.danger").first.click()
+        expect(page.locator("#traces-report")).to_contain_text(f"trace:{tb}")
+        expect(page.locator(f'tr[data-trace="{tb}"]')).to_have_count(0)
+        expect(page.locator("#traces-list .session")).to_have_count(1)
+        status, _ = http("GET", f"/v1/traces/{tb}?" + urllib.parse.urlencode(PARTITION))
+        assert status == 404, status
+        assert tb not in [t["id"] for t in ok("GET", "/v1/traces?" + urllib.parse.urlencode(PARTITION))["traces"]]
+        jb = E["Jacob Bernoulli"]["id"]
+        go(page, "#/entities?type=person", "entities")
+        row = page.locator(f'#entities-table tr[data-entity="{jb}"]')
+        row.locator("button.danger").click()
+        row.locator("button.danger").first.click()
+        expect(page.locator("#entities-report")).to_contain_text(f"ent:{jb}")
+        expect(page.locator(f'#entities-table tr[data-entity="{jb}"]')).to_have_count(0)
+        status, _ = http("GET", f"/v1/entities/{jb}?" + urllib.parse.urlencode(PARTITION))
+        assert status == 404, status
+        go(page, f"#/entities/{E['Ada Lovelace']['id']}?hops=3", "entities")
+        expect(page.locator("#graph-box svg.graph")).to_have_attribute("data-nodes", str(len(GRAPH_NODES) - 1))
+        assert "Jacob Bernoulli" not in graph_names(page)
+
         step("320 px wide and dark")
         narrow = browser.new_context(viewport={"width": 320, "height": 700}, color_scheme="dark")
         small = narrow.new_page()
@@ -409,6 +839,33 @@ def main():
         bg = small.evaluate("getComputedStyle(document.body).backgroundColor")
         assert bg != "rgb(246, 247, 249)", "dark mode did not apply"
         narrow.close()
+
+        step("the new pages at 320 px and dark, and the graph dark on a desktop")
+        for width, name in ((320, "320-dark"), (1280, "dark")):
+            ctx = browser.new_context(viewport={"width": width, "height": 800}, color_scheme="dark")
+            dark = ctx.new_page()
+            dark.on("pageerror", lambda e: problems.append(f"page error ({name}): {e}"))
+            dark.on("console", lambda m: m.type == "error" and problems.append(f"console ({name}): {m.text}"))
+            dark.goto(BASE + "/ui#/entities")
+            dark.evaluate("s => sessionStorage.setItem('cairn.inspector.scope', JSON.stringify(s))", SCOPE)
+            dark.reload()
+            dark.wait_for_selector('main[data-ready="entities"]')
+            pages = [("entities", "#/entities", "entities"),
+                     ("entity-graph", f"#/entities/{E['Ada Lovelace']['id']}?hops=2", "entities"),
+                     ("facts", "#/facts?" + urllib.parse.urlencode({"subject": "Ada Lovelace", "predicate": "lives_in"}), "facts"),
+                     ("preferences", "#/preferences", "preferences"),
+                     ("traces", "#/traces", "traces"),
+                     ("trace", f"#/traces/{seeded['trace_a']}", "traces")]
+            if width > 320:
+                pages = pages[1:2]
+            for shot_name, hash_, ready in pages:
+                go(dark, hash_, ready)
+                if width == 320:
+                    no_overflow(dark, 320)
+                shot(dark, f"{shot_name}-{name}")
+            bg = dark.evaluate("getComputedStyle(document.body).backgroundColor")
+            assert bg != "rgb(246, 247, 249)", "dark mode did not apply"
+            ctx.close()
 
         # What follows provokes refusals, which the browser logs as errors.
         assert not problems, "\n".join(problems)

@@ -48,7 +48,7 @@
 //!
 //! Library and integration tests without the `cairn` binary therefore extract in-process:
 //! they must not feed hostile PDFs to the parser (one would abort the test binary). The
-//! hostile-input corpus runs against the real binary in `api/tests/hostile.rs`; the
+//! hostile-input corpus runs against the real binary in `cli/tests/cli/hostile.rs`; the
 //! protocol and the limit handling are unit-tested below with `/bin/sh` as a stand-in
 //! worker that sleeps, floods its pipes or kills itself with a signal.
 //!

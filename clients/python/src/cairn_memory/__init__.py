@@ -30,6 +30,7 @@ from .errors import (
     TurnConflictError,
     UnauthorizedError,
     UnavailableError,
+    InsufficientStorageError,
 )
 from .models import MemoryPack, TurnReceipt
 from .scope import MemoryScope
@@ -54,6 +55,7 @@ __all__ = [
     "TurnReceipt",
     "UnauthorizedError",
     "UnavailableError",
+    "InsufficientStorageError",
     "__version__",
     "models",
 ]

@@ -32,6 +32,7 @@ OPERATIONS = {
     'add_relationship': Route('POST', '/v1/relationships', 'RelationshipRequest', 'application/json', 'Relationship', (), (), ()),
     'add_step': Route('POST', '/v1/traces/{id}/steps', 'StepRequest', 'application/json', 'Step', ('id',), (), ()),
     'approve': Route('POST', '/v1/candidates/{id}/approve', 'DecisionRequest', 'application/json', 'CandidateView', ('id',), (), ()),
+    'backup': Route('POST', '/v1/admin/backup', 'BackupRequest', 'application/json', 'BackupManifest', (), (), ()),
     'complete_handler': Route('POST', '/v1/turns/{turn_id}/complete', 'CompleteRequest', 'application/json', 'TurnReceipt', ('turn_id',), (), ()),
     'complete_trace': Route('POST', '/v1/traces/{id}/complete', 'CompleteTraceRequest', 'application/json', 'Trace', ('id',), (), ()),
     'declare_predicate': Route('PUT', '/v1/predicates', 'PredicateRequest', 'application/json', 'Predicate', (), (), ()),

@@ -144,6 +144,14 @@ class _Api:
         when not."""
         return self._call(Call("readyz", idempotent=True))
 
+    def backup(self, to: str) -> models.BackupManifest:
+        """``POST /v1/admin/backup`` (``backup``): back the whole embedded store up into the
+        directory ``to`` (absolute, on the server's machine, new or empty) while it keeps
+        serving; answers the backup's manifest. The operator's only: a key-less server on
+        loopback (``ForbiddenError`` with a key). Not retried (a second call into the same
+        directory is refused: it is not empty)."""
+        return self._call(Call("backup", json={"to": to}))
+
     def metrics(self) -> str:
         """``GET /metrics`` (``metrics``): the Prometheus text."""
         return self._call(Call("metrics", idempotent=True))

@@ -26,6 +26,7 @@ class                    codes                                                  
 =======================  =========================================================  ======
 
 ``UnauthorizedError`` and ``ForbiddenError`` share the base ``AuthError``.
+``InsufficientStorageError`` is ``insufficient_storage`` (507): the server's disk is full.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ __all__ = [
     "CairnTimeoutError",
     "ConflictError",
     "ForbiddenError",
+    "InsufficientStorageError",
     "InternalError",
     "NotFoundError",
     "TurnConflictError",
@@ -119,6 +121,12 @@ class UnavailableError(CairnError):
     the client for idempotent operations."""
 
 
+class InsufficientStorageError(CairnError):
+    """``507 insufficient_storage``: the server's disk (or quota) is full. Nothing was stored;
+    reads keep working, and the same request succeeds once the operator frees space (no
+    restart). Not retried automatically: a full disk does not clear up in seconds."""
+
+
 class CairnConnectionError(UnavailableError):
     """No answer at all: the connection was refused, reset or closed before the answer.
 
@@ -154,6 +162,7 @@ _BY_CODE: Dict[str, Type[CairnError]] = {
     "conflict": ConflictError,
     "turn_conflict": TurnConflictError,
     "unavailable": UnavailableError,
+    "insufficient_storage": InsufficientStorageError,
     "timeout": CairnTimeoutError,
     "internal": InternalError,
 }
@@ -171,6 +180,7 @@ _BY_STATUS: Dict[int, Type[CairnError]] = {
     422: BadInputError,
     503: UnavailableError,
     504: CairnTimeoutError,
+    507: InsufficientStorageError,
 }
 
 

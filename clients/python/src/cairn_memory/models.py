@@ -270,6 +270,26 @@ class Answerability(CairnModel):
     signals: AnswerSignals
 
 
+class BackupManifest(CairnModel):
+    """What a backup holds, written next to its store."""
+
+    cairn_version: str = Field(description="The Cairn version that wrote it.")
+    created_at: str = Field(description="When the cut was taken (RFC 3339).")
+    dim: int = Field(description="The dense vectors' dimension.")
+    elapsed_ms: int
+    format: int = Field(description="Manifest format (1).")
+    model: str = Field(description="The embedding model (name and weights hash) whose vectors it holds.")
+    path: str = Field(description="Where the backup was written.")
+    points: int = Field(description="Points in the store at the cut, and in the backup.")
+    replayed: int = Field(description="Writes made while the points were copied, replayed onto the copy.")
+
+
+class BackupRequest(CairnModel):
+    """`POST /v1/admin/backup`."""
+
+    to: str = Field(description="A new (or empty) directory on the server's machine, as an absolute path, outside the data directory. It becomes a data directory of its own (`cairn restore`).")
+
+
 class CandidateList(CairnModel):
     """`GET /v1/candidates`."""
 
@@ -429,6 +449,14 @@ class DecisionRequest(CairnModel):
 
     note: Optional[str] = Field(default=None, description="Why (at most 1 KiB); kept with the decision.")
     scope: Scope
+
+
+class DiskReport(CairnModel):
+    """The data directory's disk as `/readyz` reports it."""
+
+    available_bytes: int
+    low: bool = Field(description="Fewer than 256 MiB available: writes may soon answer `507 insufficient_storage` (reads keep working). Still ready: the server serves what it holds.")
+    total_bytes: int
 
 
 class DocumentBody(CairnModel):
@@ -886,6 +914,7 @@ class Ready(CairnModel):
 
     backend: str = Field(description="The store engine: `embedded` (in-process Qdrant) or `qdrant` (a server or cluster).")
     collection: Optional[str] = Field(default=None, description="The server collection (`qdrant` only).")
+    disk: Optional[DiskReport] = None
     model: str = Field(description="Embedding model id (name and weights hash).")
     points: int = Field(description="Points in the store.")
     status: str
@@ -1212,6 +1241,8 @@ MODELS = {
     'ProposedKnowledgeEntity': ProposedKnowledgeEntity,
     'AnswerSignals': AnswerSignals,
     'Answerability': Answerability,
+    'BackupManifest': BackupManifest,
+    'BackupRequest': BackupRequest,
     'CandidateList': CandidateList,
     'CandidateRequest': CandidateRequest,
     'CandidateView': CandidateView,
@@ -1227,6 +1258,7 @@ MODELS = {
     'ConversationPage': ConversationPage,
     'Counts': Counts,
     'DecisionRequest': DecisionRequest,
+    'DiskReport': DiskReport,
     'DocumentBody': DocumentBody,
     'DocumentInfo': DocumentInfo,
     'DocumentList': DocumentList,
@@ -1313,6 +1345,8 @@ MODELS = {
 SCHEMA_NAMES = {
     'AnswerSignals': 'AnswerSignals',
     'Answerability': 'Answerability',
+    'BackupManifest': 'BackupManifest',
+    'BackupRequest': 'BackupRequest',
     'CandidateList': 'CandidateList',
     'CandidateRequest': 'CandidateRequest',
     'CandidateStatus': 'CandidateStatus',
@@ -1331,6 +1365,7 @@ SCHEMA_NAMES = {
     'Counts': 'Counts',
     'Coverage': 'Coverage',
     'DecisionRequest': 'DecisionRequest',
+    'DiskReport': 'DiskReport',
     'DocStatus': 'DocStatus',
     'DocumentBody': 'DocumentBody',
     'DocumentInfo': 'DocumentInfo',
@@ -1431,4 +1466,4 @@ for _model in MODELS.values():
     _model.model_rebuild()
 del _model
 
-__all__ = ["AnswerSignals", "Answerability", "CandidateList", "CandidateRequest", "CandidateStatus", "CandidateView", "Cardinality", "ChunkList", "ChunkView", "Citation", "CompleteRequest", "CompleteTraceRequest", "Conflict", "ConflictSide", "ConversationInfo", "ConversationList", "ConversationPage", "Counts", "Coverage", "DecisionRequest", "DocStatus", "DocumentBody", "DocumentInfo", "DocumentList", "DocumentReport", "Entity", "EntityList", "EntityRequest", "EntitySearch", "EntityType", "ErrorBody", "ErrorDetail", "EventReceipt", "EventRequest", "EventView", "Fact", "FactConflict", "FactConflictList", "FactList", "FactOutcome", "FactRequest", "FactStatus", "ForgetReport", "ForgetRequest", "GrantChange", "GrantChangeRequest", "GrantList", "GrantPreset", "GrantRequest", "GrantStatus", "GrantView", "Health", "IssuedGrant", "MemoryPack", "MergeRequest", "MessageHit", "MessageInput", "MessageReceipt", "MessageSearch", "MessageView", "MessagesBody", "MessagesResponse", "Operation", "Partition", "PointKind", "Predicate", "PredicateList", "PredicateRequest", "Preference", "PreferenceList", "PreferenceRequest", "PreferenceSearch", "PrepareRequest", "ProposeResponse", "ProposedKnowledge", "ProposedKnowledgeEntity", "ProposedKnowledgeFact", "ProposedKnowledgePreference", "PublicJwk", "Ready", "RecallBody", "RecallFilters", "RelatedEntity", "RelatedList", "Relationship", "RelationshipList", "RelationshipRequest", "Role", "Scope", "ScoredEntity", "ScoredPreference", "ScoredTrace", "SelectedNode", "SelectionReason", "SimilarTraces", "Step", "StepRequest", "StepView", "SuggestRequest", "Suggestion", "SuggestionList", "Timestamp", "ToolCall", "ToolCallRequest", "ToolStats", "ToolStatsList", "ToolStatus", "Trace", "TraceList", "TraceRequest", "TraceView", "TrustOrigin", "TurnEnvelope", "TurnMode", "TurnReceipt", "UploadForm"]
+__all__ = ["AnswerSignals", "Answerability", "BackupManifest", "BackupRequest", "CandidateList", "CandidateRequest", "CandidateStatus", "CandidateView", "Cardinality", "ChunkList", "ChunkView", "Citation", "CompleteRequest", "CompleteTraceRequest", "Conflict", "ConflictSide", "ConversationInfo", "ConversationList", "ConversationPage", "Counts", "Coverage", "DecisionRequest", "DiskReport", "DocStatus", "DocumentBody", "DocumentInfo", "DocumentList", "DocumentReport", "Entity", "EntityList", "EntityRequest", "EntitySearch", "EntityType", "ErrorBody", "ErrorDetail", "EventReceipt", "EventRequest", "EventView", "Fact", "FactConflict", "FactConflictList", "FactList", "FactOutcome", "FactRequest", "FactStatus", "ForgetReport", "ForgetRequest", "GrantChange", "GrantChangeRequest", "GrantList", "GrantPreset", "GrantRequest", "GrantStatus", "GrantView", "Health", "IssuedGrant", "MemoryPack", "MergeRequest", "MessageHit", "MessageInput", "MessageReceipt", "MessageSearch", "MessageView", "MessagesBody", "MessagesResponse", "Operation", "Partition", "PointKind", "Predicate", "PredicateList", "PredicateRequest", "Preference", "PreferenceList", "PreferenceRequest", "PreferenceSearch", "PrepareRequest", "ProposeResponse", "ProposedKnowledge", "ProposedKnowledgeEntity", "ProposedKnowledgeFact", "ProposedKnowledgePreference", "PublicJwk", "Ready", "RecallBody", "RecallFilters", "RelatedEntity", "RelatedList", "Relationship", "RelationshipList", "RelationshipRequest", "Role", "Scope", "ScoredEntity", "ScoredPreference", "ScoredTrace", "SelectedNode", "SelectionReason", "SimilarTraces", "Step", "StepRequest", "StepView", "SuggestRequest", "Suggestion", "SuggestionList", "Timestamp", "ToolCall", "ToolCallRequest", "ToolStats", "ToolStatsList", "ToolStatus", "Trace", "TraceList", "TraceRequest", "TraceView", "TrustOrigin", "TurnEnvelope", "TurnMode", "TurnReceipt", "UploadForm"]

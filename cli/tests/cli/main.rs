@@ -1,0 +1,14 @@
+//! All of `cli`'s integration tests in one binary: each file here was its own test
+//! binary, and every one of them linked the whole engine (qdrant-edge, ONNX Runtime bindings),
+//! so the test build spent most of its time and disk in the linker. One binary per crate links
+//! once; the modules keep their names, so `cargo test -p <crate> --test cli <module>::` runs one.
+
+mod backup;
+mod cli;
+mod cli_knowledge;
+mod crash;
+mod disk_full;
+mod hostile;
+mod mcp_stdio;
+mod migrate;
+mod replicas;

@@ -1,0 +1,7 @@
+//! All of `store`'s integration tests in one binary: each file here was its own test
+//! binary, and every one of them linked the whole engine (qdrant-edge, ONNX Runtime bindings),
+//! so the test build spent most of its time and disk in the linker. One binary per crate links
+//! once; the modules keep their names, so `cargo test -p <crate> --test store <module>::` runs one.
+
+mod conformance;
+mod edge_store;
