@@ -42,7 +42,8 @@ pub fn is_hidden_or_reordering(c: char) -> bool {
 fn is_invisible_in_name(c: char) -> bool {
     matches!(
         c,
-        '\u{00AD}' | '\u{061C}' | '\u{200C}'..='\u{200F}' | '\u{115F}' | '\u{1160}' | '\u{3164}' | '\u{FFA0}'
+        '\u{00AD}' | '\u{061C}' | '\u{200C}'
+            ..='\u{200F}' | '\u{115F}' | '\u{1160}' | '\u{3164}' | '\u{FFA0}'
     )
 }
 
@@ -99,7 +100,10 @@ mod tests {
     #[test]
     fn tags_and_zero_width_are_visible() {
         let smuggled = "ok\u{E0049}\u{E0047}\u{E004E}\u{200B}done";
-        assert_eq!(neutralize_text(smuggled), "ok\u{FFFD}\u{FFFD}\u{FFFD}\u{FFFD}done");
+        assert_eq!(
+            neutralize_text(smuggled),
+            "ok\u{FFFD}\u{FFFD}\u{FFFD}\u{FFFD}done"
+        );
     }
 
     #[test]
@@ -113,7 +117,10 @@ mod tests {
 
     #[test]
     fn clean_text_is_borrowed() {
-        assert!(matches!(neutralize_text("plain text, Ünïcödé, 日本語"), Cow::Borrowed(_)));
+        assert!(matches!(
+            neutralize_text("plain text, Ünïcödé, 日本語"),
+            Cow::Borrowed(_)
+        ));
         assert!(matches!(neutralize_name("docs/a.md"), Cow::Borrowed(_)));
     }
 

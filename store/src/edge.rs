@@ -338,7 +338,9 @@ impl EdgeStore {
             });
             match next {
                 Some(n) if Some(n) == offset => {
-                    return Err(StoreError::Engine(format!("export did not advance past {n}")))
+                    return Err(StoreError::Engine(format!(
+                        "export did not advance past {n}"
+                    )))
                 }
                 Some(n) => offset = Some(n),
                 None => return Ok(copied),

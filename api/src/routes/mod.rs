@@ -195,7 +195,6 @@ fn default_ns() -> String {
     "default".into()
 }
 
-
 impl ScopeQuery {
     fn partition(&self) -> Result<Partition, ApiError> {
         Ok(cairn_service::ops::partition(

@@ -256,7 +256,11 @@ async fn keys_are_checked_before_bodies() {
     );
     let bodies: Vec<(&str, &str, String)> = vec![
         ("/v1/recall", "application/json", "{not json".into()),
-        ("/v1/recall", "application/json", json!({"scope": 7, "query": []}).to_string()),
+        (
+            "/v1/recall",
+            "application/json",
+            json!({"scope": 7, "query": []}).to_string(),
+        ),
         ("/v1/documents", "application/json", big),
         (
             "/v1/documents/upload",

@@ -47,7 +47,11 @@ async fn issue(app: &crate::common::TestApp, agent: &str, ops: Value) -> String 
     v["key"].as_str().unwrap().to_string()
 }
 
-async fn set_status(app: &crate::common::TestApp, agent: &str, change: &str) -> (StatusCode, Value) {
+async fn set_status(
+    app: &crate::common::TestApp,
+    agent: &str,
+    change: &str,
+) -> (StatusCode, Value) {
     call(
         app,
         "POST",
@@ -500,7 +504,11 @@ async fn inactive_grants_open_no_mcp_session() {
         ("revoke", StatusCode::FORBIDDEN),
     ] {
         assert_eq!(set_status(&app, "scout", change).await.0, StatusCode::OK);
-        assert_eq!(status(&app, initialize(&key)).await, expect, "after {change}");
+        assert_eq!(
+            status(&app, initialize(&key)).await,
+            expect,
+            "after {change}"
+        );
     }
     let (s, v) = crate::common::raw(&app, initialize(&key)).await;
     assert_eq!(

@@ -549,7 +549,12 @@ async fn upload_forms_are_strict() {
         let message = v["error"]["message"].as_str().unwrap();
         assert!(message.contains(says), "{what}: {message}");
     }
-    for (tenant, user) in [("acme", "alice"), ("globex", "alice"), ("default", "alice"), ("acme", "default")] {
+    for (tenant, user) in [
+        ("acme", "alice"),
+        ("globex", "alice"),
+        ("default", "alice"),
+        ("acme", "default"),
+    ] {
         let (s, v) = call(
             &app,
             "GET",
@@ -564,7 +569,11 @@ async fn upload_forms_are_strict() {
     // The same form with one of each is stored.
     let (s, v) = raw(
         &app,
-        upload(multipart("b0", &[("tenant", "acme"), ("user", "alice")], file)),
+        upload(multipart(
+            "b0",
+            &[("tenant", "acme"), ("user", "alice")],
+            file,
+        )),
     )
     .await;
     assert_eq!(s, StatusCode::OK, "{v}");
@@ -625,8 +634,9 @@ async fn slow_and_idle_connections_are_closed() {
         let mut late = std::net::TcpStream::connect(addr).unwrap();
         late.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
             .unwrap();
-        let recall = json!({"scope": {"tenant": "acme", "user": "alice"}, "query": "anything stored?"})
-            .to_string();
+        let recall =
+            json!({"scope": {"tenant": "acme", "user": "alice"}, "query": "anything stored?"})
+                .to_string();
         let mut late_recall = std::net::TcpStream::connect(addr).unwrap();
         late_recall
             .write_all(
@@ -643,7 +653,8 @@ async fn slow_and_idle_connections_are_closed() {
         let (recall_reply, _) = until_closed(late_recall);
         // Idle keep-alive: one complete request, then nothing.
         let mut idle = std::net::TcpStream::connect(addr).unwrap();
-        idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+        idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            .unwrap();
         let (idle_reply, idle_open) = until_closed(idle);
         (slow_closed, late_reply, recall_reply, idle_reply, idle_open)
     })
@@ -653,20 +664,35 @@ async fn slow_and_idle_connections_are_closed() {
     for (i, (reply, open)) in slow_closed.iter().enumerate() {
         // Closed by the server (a read timeout of 30 s would show as 30 s), with at most a
         // `408 Request Timeout` and never a served request.
-        assert!(*open < Duration::from_secs(30), "slow connection {i} open for {open:?}");
+        assert!(
+            *open < Duration::from_secs(30),
+            "slow connection {i} open for {open:?}"
+        );
         let text = String::from_utf8_lossy(reply);
-        assert!(!text.contains("200 OK"), "slow connection {i} was served: {text}");
+        assert!(
+            !text.contains("200 OK"),
+            "slow connection {i} was served: {text}"
+        );
     }
     let late_text = String::from_utf8_lossy(&late_reply);
-    assert!(late_text.starts_with("HTTP/1.1 200"), "/healthz behind them: {late_text}");
+    assert!(
+        late_text.starts_with("HTTP/1.1 200"),
+        "/healthz behind them: {late_text}"
+    );
     let recall_text = String::from_utf8_lossy(&recall_reply);
     assert!(
         recall_text.starts_with("HTTP/1.1 200") && recall_text.contains("context_markdown"),
         "recall behind them: {recall_text}"
     );
     let idle_text = String::from_utf8_lossy(&idle_reply);
-    assert!(idle_text.starts_with("HTTP/1.1 200"), "idle connection: {idle_text}");
-    assert!(idle_open < Duration::from_secs(30), "idle connection open for {idle_open:?}");
+    assert!(
+        idle_text.starts_with("HTTP/1.1 200"),
+        "idle connection: {idle_text}"
+    );
+    assert!(
+        idle_open < Duration::from_secs(30),
+        "idle connection open for {idle_open:?}"
+    );
     eprintln!(
         "slow connections closed after {:?}..{:?}; idle keep-alive closed after {idle_open:?}",
         slow_closed.iter().map(|c| c.1).min().unwrap(),

@@ -3,6 +3,9 @@
 //! so the test build spent most of its time and disk in the linker. One binary per crate links
 //! once; the modules keep their names, so `cargo test -p <crate> --test api <module>::` runs one.
 
+// Test helpers may panic on setup failures: that is a test failure, not a bug to handle.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 mod fuzz;
 mod http_auth;

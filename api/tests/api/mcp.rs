@@ -586,7 +586,11 @@ async fn mcp_http_keyless_mode_is_loopback_only() {
     )
     .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
-    assert_eq!(crate::common::code(&body), Some("forbidden_origin"), "{body}");
+    assert_eq!(
+        crate::common::code(&body),
+        Some("forbidden_origin"),
+        "{body}"
+    );
     // `/mcp` is no REST route: not in the OpenAPI document.
     assert!(!cairn_api::openapi_json().contains("/mcp"));
 }

@@ -43,7 +43,11 @@ impl Server {
         let agent = agent();
         let started = Instant::now();
         loop {
-            assert!(child.try_wait().unwrap().is_none(), "cairn serve exited: {}", std::fs::read_to_string(log).unwrap_or_default());
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "cairn serve exited: {}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
             let text = std::fs::read_to_string(log).unwrap_or_default();
             if let Some(rest) = text.split("listening on http://").nth(1) {
                 let base = format!("http://{}", rest.split_whitespace().next().unwrap());
@@ -53,7 +57,10 @@ impl Server {
                     }
                 }
             }
-            assert!(started.elapsed() < Duration::from_secs(120), "server not ready");
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "server not ready"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -65,9 +72,13 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = Command::new("kill").arg(self.child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
         let started = Instant::now();
-        while self.child.try_wait().ok().flatten().is_none() && started.elapsed() < Duration::from_secs(30) {
+        while self.child.try_wait().ok().flatten().is_none()
+            && started.elapsed() < Duration::from_secs(30)
+        {
             std::thread::sleep(Duration::from_millis(50));
         }
         let _ = self.child.kill();
@@ -75,7 +86,13 @@ impl Drop for Server {
     }
 }
 
-fn send(agent: &ureq::Agent, base: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+fn send(
+    agent: &ureq::Agent,
+    base: &str,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> (u16, Value) {
     let url = format!("{base}{path}");
     let resp = match method {
         "POST" => agent
@@ -87,7 +104,10 @@ fn send(agent: &ureq::Agent, base: &str, method: &str, path: &str, body: Option<
     let mut resp = resp.unwrap_or_else(|e| panic!("{method} {path}: {e}"));
     let status = resp.status().as_u16();
     let text = resp.body_mut().read_to_string().unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
 }
 
 fn scope() -> Value {
@@ -101,10 +121,17 @@ fn contents(server: &Server, c: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let mut offset = 0;
     loop {
-        let (s, v) = server.send("GET", &format!("/v1/conversations/{c}/messages?{Q}&limit=1000&offset={offset}"), None);
+        let (s, v) = server.send(
+            "GET",
+            &format!("/v1/conversations/{c}/messages?{Q}&limit=1000&offset={offset}"),
+            None,
+        );
         assert_eq!(s, 200, "{v}");
         let page = v["messages"].as_array().unwrap();
-        out.extend(page.iter().map(|m| m["content"].as_str().unwrap().to_string()));
+        out.extend(
+            page.iter()
+                .map(|m| m["content"].as_str().unwrap().to_string()),
+        );
         if page.len() < 1000 {
             return out;
         }
@@ -128,13 +155,23 @@ fn cairn(args: &[&str], data: Option<&Path>) -> (bool, String, String) {
 #[test]
 fn online_backup_under_writes_restores_verified() {
     let dir = tempfile::tempdir().unwrap();
-    let (data, backup, restored) = (dir.path().join("data"), dir.path().join("backup"), dir.path().join("restored"));
+    let (data, backup, restored) = (
+        dir.path().join("data"),
+        dir.path().join("backup"),
+        dir.path().join("restored"),
+    );
     let server = Server::start(&data, &dir.path().join("serve.log"));
 
     // What is stored before: documents and a conversation.
     for i in 0..4 {
-        let text = format!("Project note {i}: the Kestrel {i} release ships from warehouse {i} after review.");
-        let (s, v) = server.send("POST", "/v1/documents", Some(&json!({"scope": scope(), "source": format!("notes/{i}.md"), "text": text})));
+        let text = format!(
+            "Project note {i}: the Kestrel {i} release ships from warehouse {i} after review."
+        );
+        let (s, v) = server.send(
+            "POST",
+            "/v1/documents",
+            Some(&json!({"scope": scope(), "source": format!("notes/{i}.md"), "text": text})),
+        );
         assert_eq!(s, 200, "{v}");
     }
     // Writers: messages one at a time, each acknowledged one recorded.
@@ -162,7 +199,16 @@ fn online_backup_under_writes_restores_verified() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let before_backup: Vec<String> = acked.lock().unwrap().clone();
-    let (ok, out, err) = cairn(&["backup", "--server", &server.base, "--to", backup.to_str().unwrap()], None);
+    let (ok, out, err) = cairn(
+        &[
+            "backup",
+            "--server",
+            &server.base,
+            "--to",
+            backup.to_str().unwrap(),
+        ],
+        None,
+    );
     assert!(ok, "cairn backup failed: {err}");
     let during = acked.lock().unwrap().len() - before_backup.len();
     std::thread::sleep(Duration::from_millis(300));
@@ -175,33 +221,70 @@ fn online_backup_under_writes_restores_verified() {
         "backup: {} points, {} writes replayed, {} ms; {} messages acknowledged before it began, {during} while it ran",
         manifest["points"], manifest["replayed"], manifest["elapsed_ms"], before_backup.len()
     );
-    assert!(during > 0, "no write happened while the backup ran: the test proves nothing");
+    assert!(
+        during > 0,
+        "no write happened while the backup ran: the test proves nothing"
+    );
     assert!(backup.join("cairn-backup.json").is_file());
 
     // A second backup into the same (now non-empty) directory is refused, nothing touched.
-    let (ok, _, err) = cairn(&["backup", "--server", &server.base, "--to", backup.to_str().unwrap()], None);
+    let (ok, _, err) = cairn(
+        &[
+            "backup",
+            "--server",
+            &server.base,
+            "--to",
+            backup.to_str().unwrap(),
+        ],
+        None,
+    );
     assert!(!ok && err.contains("not empty"), "{err}");
 
     // Restore, verified.
-    let (ok, out, err) = cairn(&["restore", "--from", backup.to_str().unwrap()], Some(&restored));
+    let (ok, out, err) = cairn(
+        &["restore", "--from", backup.to_str().unwrap()],
+        Some(&restored),
+    );
     assert!(ok, "cairn restore failed: {err}");
     let report: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(report["copy"]["verified"], true, "{report}");
-    assert_eq!(report["copy"]["counts"]["target_after"], manifest["points"], "{report}");
-    assert!(report["copy"]["sample"]["total"].as_u64().unwrap() > 0, "{report}");
+    assert_eq!(
+        report["copy"]["counts"]["target_after"], manifest["points"],
+        "{report}"
+    );
+    assert!(
+        report["copy"]["sample"]["total"].as_u64().unwrap() > 0,
+        "{report}"
+    );
     // Restoring onto a store is refused.
-    let (ok, _, err) = cairn(&["restore", "--from", backup.to_str().unwrap()], Some(&restored));
+    let (ok, _, err) = cairn(
+        &["restore", "--from", backup.to_str().unwrap()],
+        Some(&restored),
+    );
     assert!(!ok && err.contains("already holds a store"), "{err}");
 
     // The restored data directory serves everything acknowledged before the backup began.
     drop(server);
     let again = Server::start(&restored, &dir.path().join("restored.log"));
     let have = contents(&again, "c1");
-    let missing: Vec<&String> = before_backup.iter().filter(|c| !have.contains(*c)).collect();
-    assert!(missing.is_empty(), "{} acknowledged messages missing after restore: {missing:?}", missing.len());
+    let missing: Vec<&String> = before_backup
+        .iter()
+        .filter(|c| !have.contains(*c))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged messages missing after restore: {missing:?}",
+        missing.len()
+    );
     let (s, v) = again.send("GET", &format!("/v1/documents?{Q}"), None);
     assert_eq!((s, v["total"].as_u64()), (200, Some(4)), "{v}");
     let (s, v) = again.send("POST", "/v1/recall", Some(&json!({"scope": scope(), "query": "Which warehouse does the Kestrel 2 release ship from?"})));
     assert_eq!(s, 200, "{v}");
-    assert!(v["context_markdown"].as_str().unwrap().contains("warehouse 2"), "{v}");
+    assert!(
+        v["context_markdown"]
+            .as_str()
+            .unwrap()
+            .contains("warehouse 2"),
+        "{v}"
+    );
 }

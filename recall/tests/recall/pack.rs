@@ -84,7 +84,12 @@ fn hidden_and_reordering_characters_are_visible() {
     let mut doc = chunk(1, text);
     doc.point.source = Some("invoices/inv\u{202E}fdp.exe".into());
     doc.point.heading = Some("Sent\u{200B} files".into());
-    let mut said = message(2, Role::User, "I sent the invoice file yesterday.", 1_714_000_000_000);
+    let mut said = message(
+        2,
+        Role::User,
+        "I sent the invoice file yesterday.",
+        1_714_000_000_000,
+    );
     said.point.speaker = Some("Bob\u{202E}ecilA".into());
     let input = PackInput {
         partition: &partition(),

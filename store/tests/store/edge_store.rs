@@ -290,7 +290,7 @@ fn acknowledged_writes_survive_kill_9() {
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "crash_child_writer",
+                "edge_store::crash_child_writer",
                 "--nocapture",
                 "--test-threads=1",
             ])
