@@ -256,15 +256,14 @@ impl EdgeStore {
                 .map_err(|e| StoreError::Engine(format!("backup target: {e}")))??
         };
         self.set_capture(true);
-        let copied = self.copy_into(&target, progress).await;
-        let (ops, points) = match copied {
-            Ok(_) => self.end_capture().await?,
+        let copied = match self.copy_into(&target, progress).await {
+            Ok(n) => n,
             Err(e) => {
                 self.set_capture(false);
                 return Err(e);
             }
         };
-        let copied = copied?;
+        let (ops, points) = self.end_capture().await?;
         let replayed = ops.len() as u64;
         progress(BackupProgress {
             copied,

@@ -333,6 +333,28 @@ pub async fn with_headers(
     raw(app, req).await
 }
 
+/// A raw MCP `initialize` POST to `/mcp` with `host` and, when given, a bearer `key`.
+pub fn mcp_initialize(host: &str, key: Option<&str>) -> Request<Body> {
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}
+        }
+    });
+    let mut req = Request::builder()
+        .method("POST")
+        .uri("/mcp")
+        .header("host", host)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    if let Some(k) = key {
+        req = req.header("authorization", format!("Bearer {k}"));
+    }
+    req.body(Body::from(body.to_string())).unwrap()
+}
+
 pub fn code(v: &Value) -> Option<&str> {
     v["error"]["code"].as_str()
 }

@@ -474,22 +474,7 @@ async fn mcp_tools_follow_the_grant() {
 async fn inactive_grants_open_no_mcp_session() {
     let app = test_app(owner_auth(), 1 << 20);
     let key = issue(&app, "scout", json!(["recall"])).await;
-    let initialize = |key: &str| {
-        let body = json!({
-            "jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                       "clientInfo": {"name": "raw", "version": "0"}}
-        });
-        Request::builder()
-            .method("POST")
-            .uri("/mcp")
-            .header("host", "127.0.0.1")
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("authorization", format!("Bearer {key}"))
-            .body(Body::from(body.to_string()))
-            .unwrap()
-    };
+    let initialize = |key: &str| crate::common::mcp_initialize("127.0.0.1", Some(key));
     let status = |app: &crate::common::TestApp, req: Request<Body>| {
         let router = app.router.clone();
         async move {

@@ -120,24 +120,7 @@ fn scope_schema(tool: &Tool) -> Value {
 /// One raw `initialize` POST to `/mcp` through the router, with `host` and `key`: the status
 /// (the body, an event stream, is not read).
 async fn raw_initialize(app: &crate::common::TestApp, host: &str, key: Option<&str>) -> StatusCode {
-    let body = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"}
-        }
-    });
-    let mut req = Request::builder()
-        .method("POST")
-        .uri("/mcp")
-        .header("host", host)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream");
-    if let Some(k) = key {
-        req = req.header("authorization", format!("Bearer {k}"));
-    }
-    let req = req.body(Body::from(body.to_string())).unwrap();
+    let req = crate::common::mcp_initialize(host, key);
     app.router.clone().oneshot(req).await.unwrap().status()
 }
 
@@ -146,22 +129,7 @@ async fn raw_initialize(app: &crate::common::TestApp, host: &str, key: Option<&s
 #[tokio::test]
 async fn mcp_session_delete_answers_no_content() {
     let app = test_app(Auth::default(), 1 << 20);
-    let init = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"}
-        }
-    });
-    let req = Request::builder()
-        .method("POST")
-        .uri("/mcp")
-        .header("host", "127.0.0.1")
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(Body::from(init.to_string()))
-        .unwrap();
+    let req = crate::common::mcp_initialize("127.0.0.1", None);
     let res = app.router.clone().oneshot(req).await.unwrap();
     assert_eq!(res.status(), StatusCode::OK);
     let session = res.headers()["mcp-session-id"].to_str().unwrap().to_owned();

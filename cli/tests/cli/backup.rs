@@ -8,107 +8,14 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
-struct Server {
-    child: Child,
-    base: String,
-    agent: ureq::Agent,
-}
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(120)))
-        .build()
-        .into()
-}
-
-impl Server {
-    fn start(data: &Path, log: &Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
-            .arg("--data-dir")
-            .arg(data)
-            .args(["serve", "--addr", "127.0.0.1:0"])
-            .env("CAIRN_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(log).unwrap())
-            .spawn()
-            .unwrap();
-        let agent = agent();
-        let started = Instant::now();
-        loop {
-            assert!(
-                child.try_wait().unwrap().is_none(),
-                "cairn serve exited: {}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-            let text = std::fs::read_to_string(log).unwrap_or_default();
-            if let Some(rest) = text.split("listening on http://").nth(1) {
-                let base = format!("http://{}", rest.split_whitespace().next().unwrap());
-                if let Ok(r) = agent.get(&format!("{base}/readyz")).call() {
-                    if r.status() == 200 {
-                        return Server { child, base, agent };
-                    }
-                }
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(120),
-                "server not ready"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn send(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-        send(&self.agent, &self.base, method, path, body)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg(self.child.id().to_string())
-            .status();
-        let started = Instant::now();
-        while self.child.try_wait().ok().flatten().is_none()
-            && started.elapsed() < Duration::from_secs(30)
-        {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn send(
-    agent: &ureq::Agent,
-    base: &str,
-    method: &str,
-    path: &str,
-    body: Option<&Value>,
-) -> (u16, Value) {
-    let url = format!("{base}{path}");
-    let resp = match method {
-        "POST" => agent
-            .post(&url)
-            .header("content-type", "application/json")
-            .send(body.map(|b| b.to_string()).unwrap_or_default()),
-        _ => agent.get(&url).call(),
-    };
-    let mut resp = resp.unwrap_or_else(|e| panic!("{method} {path}: {e}"));
-    let status = resp.status().as_u16();
-    let text = resp.body_mut().read_to_string().unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
-}
+use crate::crash::{agent, send, Server};
 
 fn scope() -> Value {
     json!({"tenant": "bk", "user": "u", "namespace": "n", "agent": "a", "session": "s"})
@@ -121,11 +28,13 @@ fn contents(server: &Server, c: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let mut offset = 0;
     loop {
-        let (s, v) = server.send(
-            "GET",
-            &format!("/v1/conversations/{c}/messages?{Q}&limit=1000&offset={offset}"),
-            None,
-        );
+        let (s, v) = server
+            .send(
+                "GET",
+                &format!("/v1/conversations/{c}/messages?{Q}&limit=1000&offset={offset}"),
+                None,
+            )
+            .unwrap();
         assert_eq!(s, 200, "{v}");
         let page = v["messages"].as_array().unwrap();
         out.extend(
@@ -160,18 +69,20 @@ fn online_backup_under_writes_restores_verified() {
         dir.path().join("backup"),
         dir.path().join("restored"),
     );
-    let server = Server::start(&data, &dir.path().join("serve.log"));
+    let server = Server::start(&data, None);
 
     // What is stored before: documents and a conversation.
     for i in 0..4 {
         let text = format!(
             "Project note {i}: the Kestrel {i} release ships from warehouse {i} after review."
         );
-        let (s, v) = server.send(
-            "POST",
-            "/v1/documents",
-            Some(&json!({"scope": scope(), "source": format!("notes/{i}.md"), "text": text})),
-        );
+        let (s, v) = server
+            .send(
+                "POST",
+                "/v1/documents",
+                Some(&json!({"scope": scope(), "source": format!("notes/{i}.md"), "text": text})),
+            )
+            .unwrap();
         assert_eq!(s, 200, "{v}");
     }
     // Writers: messages one at a time, each acknowledged one recorded.
@@ -187,7 +98,7 @@ fn online_backup_under_writes_restores_verified() {
                     let content = format!("writer {w} message {i} about shipment {i}");
                     let body = json!({"scope": scope(), "messages": [{"conversation_id": "c1", "role": "user",
                         "content": content, "message_id": format!("w{w}-{i}")}]});
-                    let (s, v) = send(&agent, &base, "POST", "/v1/messages", Some(&body));
+                    let (s, v) = send(&agent, &base, "POST", "/v1/messages", Some(&body)).unwrap();
                     assert_eq!(s, 200, "{v}");
                     acked.lock().unwrap().push(content);
                     i += 1;
@@ -264,8 +175,8 @@ fn online_backup_under_writes_restores_verified() {
     assert!(!ok && err.contains("already holds a store"), "{err}");
 
     // The restored data directory serves everything acknowledged before the backup began.
-    drop(server);
-    let again = Server::start(&restored, &dir.path().join("restored.log"));
+    server.kill();
+    let again = Server::start(&restored, None);
     let have = contents(&again, "c1");
     let missing: Vec<&String> = before_backup
         .iter()
@@ -276,9 +187,11 @@ fn online_backup_under_writes_restores_verified() {
         "{} acknowledged messages missing after restore: {missing:?}",
         missing.len()
     );
-    let (s, v) = again.send("GET", &format!("/v1/documents?{Q}"), None);
+    let (s, v) = again
+        .send("GET", &format!("/v1/documents?{Q}"), None)
+        .unwrap();
     assert_eq!((s, v["total"].as_u64()), (200, Some(4)), "{v}");
-    let (s, v) = again.send("POST", "/v1/recall", Some(&json!({"scope": scope(), "query": "Which warehouse does the Kestrel 2 release ship from?"})));
+    let (s, v) = again.send("POST", "/v1/recall", Some(&json!({"scope": scope(), "query": "Which warehouse does the Kestrel 2 release ship from?"}))).unwrap();
     assert_eq!(s, 200, "{v}");
     assert!(
         v["context_markdown"]
@@ -287,4 +200,5 @@ fn online_backup_under_writes_restores_verified() {
             .contains("warehouse 2"),
         "{v}"
     );
+    again.kill();
 }

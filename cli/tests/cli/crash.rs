@@ -29,9 +29,9 @@ use serde_json::{json, Value};
 
 const TENANT: &str = "crash";
 
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    base: String,
+    pub(crate) base: String,
     agent: ureq::Agent,
 }
 
@@ -45,7 +45,7 @@ fn bound_addr(log: &Path) -> Option<String> {
     Some(rest.split_whitespace().next()?.to_string())
 }
 
-fn agent() -> ureq::Agent {
+pub(crate) fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(120)))
@@ -54,7 +54,7 @@ fn agent() -> ureq::Agent {
 }
 
 impl Server {
-    fn start(data: &Path, failpoints: Option<&str>) -> Server {
+    pub(crate) fn start(data: &Path, failpoints: Option<&str>) -> Server {
         let log = data.with_extension("stderr.log");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn"));
         cmd.arg("--data-dir")
@@ -95,11 +95,16 @@ impl Server {
     }
 
     /// `Err` when the connection failed (the server died).
-    fn send(&self, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Value), String> {
+    pub(crate) fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<(u16, Value), String> {
         send(&self.agent, &self.base, method, path, body)
     }
 
-    fn kill(mut self) {
+    pub(crate) fn kill(mut self) {
         let _ = self.child.kill(); // SIGKILL
         let _ = self.child.wait();
     }
@@ -117,7 +122,7 @@ impl Server {
     }
 }
 
-fn send(
+pub(crate) fn send(
     agent: &ureq::Agent,
     base: &str,
     method: &str,
