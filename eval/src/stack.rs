@@ -186,6 +186,7 @@ impl Workspace {
             sync: options.sync,
             ingest: Some(options.ingest_config(embedder)),
             recall: RecallConfig::default(),
+            disk_reserve_bytes: None,
         };
         let engine = Arc::new(
             tokio::task::spawn_blocking(move || {

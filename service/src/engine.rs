@@ -25,16 +25,19 @@ pub struct DiskSpace {
     /// Bytes a write may still use (what `df` calls available).
     pub available_bytes: u64,
     pub total_bytes: u64,
+    /// Bytes a write needs available on the embedded store: its memory-mapped files' holes
+    /// plus the reserve (`cairn_store::disk`); below it writes answer `507`. 0 on a server.
+    pub needed_bytes: u64,
 }
 
 impl DiskSpace {
-    /// Below this many available bytes `/readyz` reports the disk as low: about what a burst
-    /// of large documents, a checkpoint of the journal and the shard's next segment growth
-    /// need together.
+    /// With fewer than this many bytes available beyond [`DiskSpace::needed_bytes`],
+    /// `/readyz` reports the disk as low: about what a burst of large documents, a checkpoint
+    /// of the journal and the shard's next segment growth need together.
     pub const LOW_BYTES: u64 = 256 * 1024 * 1024;
 
     pub fn low(&self) -> bool {
-        self.available_bytes < Self::LOW_BYTES
+        self.available_bytes < self.needed_bytes.saturating_add(Self::LOW_BYTES)
     }
 }
 
@@ -216,6 +219,7 @@ impl Engine {
                 sync: cairn_store::SyncPolicy::from_env()?,
                 ingest: None,
                 recall: RecallConfig::default(),
+                disk_reserve_bytes: Some(cairn_store::disk::reserve_from_env()?),
             },
         )
     }
@@ -238,6 +242,7 @@ impl Engine {
                 sync: cairn_store::SyncPolicy::from_env()?,
                 ingest,
                 recall,
+                disk_reserve_bytes: Some(cairn_store::disk::reserve_from_env()?),
             },
         )
     }
@@ -263,6 +268,9 @@ impl Engine {
             Some(config) => Arc::new(QdrantStore::new(ServerConfig { dim, ..config })?),
             None => Arc::new(EdgeStore::open(&StoreConfig {
                 sync: options.sync,
+                reserve_bytes: options
+                    .disk_reserve_bytes
+                    .unwrap_or(cairn_store::disk::DEFAULT_RESERVE_BYTES),
                 ..StoreConfig::new(data_dir, dim)
             })?),
         };
@@ -324,6 +332,7 @@ impl Engine {
         Ok(DiskSpace {
             available_bytes: stats.available_space(),
             total_bytes: stats.total_space(),
+            needed_bytes: self.store.disk_need().map_or(0, |n| n.needed()),
         })
     }
 
@@ -354,6 +363,9 @@ pub struct EngineOptions {
     /// The write path's configuration; default: `IngestConfig::for_model` of the model.
     pub ingest: Option<IngestConfig>,
     pub recall: RecallConfig,
+    /// Room the embedded store keeps free beyond its memory-mapped files' holes before a
+    /// write runs (`cairn_store::disk`); `None`: the default (64 MiB), `Some(0)`: no check.
+    pub disk_reserve_bytes: Option<u64>,
 }
 
 /// Where the points live.

@@ -32,6 +32,7 @@ use qdrant_edge::{
 };
 use uuid::Uuid;
 
+use crate::disk::DiskGuard;
 use crate::journal::{self, JPoint, Journal, Op, SyncPolicy};
 use crate::{in_partition, INTEGER_FIELDS, KEYWORD_FIELDS};
 use crate::{
@@ -51,6 +52,9 @@ pub struct StoreConfig {
     /// Journal size that triggers a checkpoint (default [`journal::CHECKPOINT_BYTES`]; the
     /// crash tests set it small so kills land around checkpoints too).
     pub checkpoint_bytes: u64,
+    /// Room kept free beyond the shard's sparse files' holes before a write runs (see
+    /// [`crate::disk`]; default [`crate::disk::DEFAULT_RESERVE_BYTES`], `0`: no check).
+    pub reserve_bytes: u64,
 }
 
 impl StoreConfig {
@@ -61,6 +65,7 @@ impl StoreConfig {
             dim,
             sync: SyncPolicy::default(),
             checkpoint_bytes: journal::CHECKPOINT_BYTES,
+            reserve_bytes: crate::disk::DEFAULT_RESERVE_BYTES,
         }
     }
 }
@@ -84,6 +89,8 @@ pub struct EdgeStore {
     /// While a backup runs: every operation applied since it started, in the shard's order
     /// (pushed under `write`, as the journal is appended). See [`EdgeStore::backup_to`].
     capture: Arc<Mutex<Option<Vec<Op>>>>,
+    /// Refuses writes the disk may not have the blocks for ([`crate::disk`]).
+    disk: Arc<DiskGuard>,
 }
 
 /// Points per page of a backup's copy.
@@ -144,7 +151,11 @@ impl EdgeStore {
         std::fs::create_dir_all(&path)
             .map_err(|e| StoreError::Unavailable(format!("{}: {e}", path.display())))?;
         let existing = path.join("edge_config.json").is_file();
+        let disk = Arc::new(DiskGuard::new(&path, config.reserve_bytes));
         let shard = if existing {
+            // Opening replays the journal into the shard's maps: on a disk without the
+            // blocks for them that would fault, so it is refused with the figures instead.
+            disk.check("opening the store")?;
             let shard = EdgeShard::load(&path, None).map_err(|e| {
                 StoreError::Unavailable(format!("cannot open {}: {e}", path.display()))
             })?;
@@ -206,7 +217,13 @@ impl EdgeStore {
             dim: config.dim,
             path,
             capture: Arc::new(Mutex::new(None)),
+            disk,
         })
+    }
+
+    /// What a write needs free on the data directory's filesystem, and what it has.
+    pub fn disk_need(&self) -> crate::disk::DiskNeed {
+        self.disk.need()
     }
 
     /// The durability policy in force.
@@ -372,11 +389,15 @@ impl EdgeStore {
         let optimizing = Arc::clone(&self.optimizing);
         let checkpoint_bytes = self.checkpoint_bytes;
         let capture = Arc::clone(&self.capture);
+        let disk = Arc::clone(&self.disk);
         tokio::task::spawn_blocking(move || {
             let record = journal::encode(&op)?;
             let seq = {
                 let _gate = gate.read().unwrap_or_else(|p| p.into_inner());
                 let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+                // Before the shard's maps are touched: on a full disk a write into a sparse
+                // file's hole is a SIGBUS, not an error.
+                disk.check("write")?;
                 let mut capture = capture.lock().unwrap_or_else(|p| p.into_inner());
                 let copy = capture.is_some().then(|| op.clone());
                 // Applied first: a record in the journal is one the shard accepted, so a
@@ -945,6 +966,10 @@ impl MemoryStore for EdgeStore {
             location: self.path.display().to_string(),
             collection: None,
         }
+    }
+
+    fn disk_need(&self) -> Option<crate::disk::DiskNeed> {
+        Some(self.disk.need())
     }
 
     async fn backup(

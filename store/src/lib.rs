@@ -25,6 +25,7 @@
 //! [`MemoryStore::shared`] tells caches that another process may have written.
 
 pub mod conformance;
+pub mod disk;
 mod edge;
 mod filter;
 pub mod journal;
@@ -302,6 +303,11 @@ pub trait MemoryStore: Send + Sync + std::fmt::Debug {
     async fn lock(&self, name: &str) -> Result<StoreLock> {
         let _ = name;
         Ok(StoreLock::local())
+    }
+    /// What a write needs free on the data directory's filesystem and what it has
+    /// ([`disk`]); `None` for a store whose disk is elsewhere (a Qdrant server).
+    fn disk_need(&self) -> Option<disk::DiskNeed> {
+        None
     }
     /// A consistent copy of the whole store into a new embedded store at `to`, taken while
     /// the store serves reads and writes ([`EdgeStore::backup_to`]). Only the embedded

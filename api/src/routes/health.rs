@@ -53,8 +53,13 @@ pub struct Ready {
 pub struct DiskReport {
     pub available_bytes: u64,
     pub total_bytes: u64,
-    /// Fewer than 256 MiB available: writes may soon answer `507 insufficient_storage`
-    /// (reads keep working). Still ready: the server serves what it holds.
+    /// Below this many available bytes writes answer `507 insufficient_storage`: the
+    /// embedded store's memory-mapped files' unallocated holes plus the reserve
+    /// (`CAIRN_DISK_RESERVE_MB`); 0 on a Qdrant server.
+    pub needed_bytes: u64,
+    /// Fewer than `needed_bytes` + 256 MiB available: writes may soon answer
+    /// `507 insufficient_storage` (reads keep working). Still ready: the server serves what
+    /// it holds.
     pub low: bool,
 }
 
@@ -81,6 +86,7 @@ async fn readyz(State(state): State<SharedState>) -> Result<Json<Ready>, ApiErro
     let disk = state.engine.disk_space().ok().map(|d| DiskReport {
         available_bytes: d.available_bytes,
         total_bytes: d.total_bytes,
+        needed_bytes: d.needed_bytes,
         low: d.low(),
     });
     if disk.as_ref().is_some_and(|d| d.low) {
@@ -110,8 +116,11 @@ async fn metrics(State(state): State<SharedState>) -> String {
              cairn_data_dir_available_bytes {}\n\
              # HELP cairn_data_dir_total_bytes Size of the data directory's filesystem.\n\
              # TYPE cairn_data_dir_total_bytes gauge\n\
-             cairn_data_dir_total_bytes {}\n",
-            d.available_bytes, d.total_bytes
+             cairn_data_dir_total_bytes {}\n\
+             # HELP cairn_data_dir_needed_bytes Bytes writes need available (the embedded store's unallocated memory-mapped holes plus the reserve); below it they answer 507.\n\
+             # TYPE cairn_data_dir_needed_bytes gauge\n\
+             cairn_data_dir_needed_bytes {}\n",
+            d.available_bytes, d.total_bytes, d.needed_bytes
         ));
     }
     out

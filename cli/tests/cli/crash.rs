@@ -55,7 +55,17 @@ pub(crate) fn agent() -> ureq::Agent {
 
 impl Server {
     pub(crate) fn start(data: &Path, failpoints: Option<&str>) -> Server {
-        let log = data.with_extension("stderr.log");
+        Server::try_start(data, failpoints, &data.with_extension("stderr.log"))
+            .unwrap_or_else(|(status, log)| panic!("cairn serve exited at start ({status}): {log}"))
+    }
+
+    /// Starts `cairn serve` on `data` with its stderr in `log`; `Err` with the exit status
+    /// and the log when the process exits instead of becoming ready.
+    pub(crate) fn try_start(
+        data: &Path,
+        failpoints: Option<&str>,
+        log: &Path,
+    ) -> Result<Server, (std::process::ExitStatus, String)> {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn"));
         cmd.arg("--data-dir")
             .arg(data)
@@ -63,7 +73,7 @@ impl Server {
             .env("CAIRN_LOG", "error")
             .env_remove("CAIRN_FAILPOINTS")
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap());
+            .stderr(std::fs::File::create(log).unwrap());
         if let Some(f) = failpoints {
             cmd.env("CAIRN_FAILPOINTS", f);
         }
@@ -72,12 +82,9 @@ impl Server {
         let started = Instant::now();
         let base = loop {
             if let Some(status) = child.try_wait().unwrap() {
-                panic!(
-                    "cairn serve exited at start ({status}): {}",
-                    std::fs::read_to_string(&log).unwrap_or_default()
-                );
+                return Err((status, std::fs::read_to_string(log).unwrap_or_default()));
             }
-            if let Some(addr) = bound_addr(&log) {
+            if let Some(addr) = bound_addr(log) {
                 let base = format!("http://{addr}");
                 if let Ok(r) = agent.get(&format!("{base}/readyz")).call() {
                     if r.status() == 200 {
@@ -91,7 +98,30 @@ impl Server {
             );
             std::thread::sleep(Duration::from_millis(50));
         };
-        Server { child, base, agent }
+        Ok(Server { child, base, agent })
+    }
+
+    /// Whether the process still runs.
+    pub(crate) fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// SIGTERM (a graceful stop), then the exit status.
+    pub(crate) fn stop(mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            if started.elapsed() > Duration::from_secs(60) {
+                let _ = self.child.kill();
+                return self.child.wait().unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// `Err` when the connection failed (the server died).

@@ -10,6 +10,7 @@ mod backup;
 mod cli;
 mod cli_knowledge;
 mod crash;
+mod disk_full;
 mod hostile;
 mod mcp_stdio;
 mod migrate;

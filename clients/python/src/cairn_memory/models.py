@@ -455,7 +455,8 @@ class DiskReport(CairnModel):
     """The data directory's disk as `/readyz` reports it."""
 
     available_bytes: int
-    low: bool = Field(description="Fewer than 256 MiB available: writes may soon answer `507 insufficient_storage` (reads keep working). Still ready: the server serves what it holds.")
+    low: bool = Field(description="Fewer than `needed_bytes` + 256 MiB available: writes may soon answer `507 insufficient_storage` (reads keep working). Still ready: the server serves what it holds.")
+    needed_bytes: int = Field(description="Below this many available bytes writes answer `507 insufficient_storage`: the embedded store's memory-mapped files' unallocated holes plus the reserve (`CAIRN_DISK_RESERVE_MB`); 0 on a Qdrant server.")
     total_bytes: int
 
 
