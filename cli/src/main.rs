@@ -905,13 +905,23 @@ async fn restore(from: &Path, data_dir: &Path) -> Result<()> {
             }
         }
     };
-    let report = cairn_service::backup::restore(from, data_dir, dim, &progress).await?;
+    // `--qdrant-url` (or CAIRN_QDRANT_URL): restore onto that server's collection.
+    let server = cairn_store::ServerConfig::from_env(dim, data_dir)?;
+    let target = match &server {
+        Some(c) => format!("collection {} on {}", c.collection, c.url),
+        None => data_dir.display().to_string(),
+    };
+    let report = cairn_service::backup::restore(from, data_dir, server, dim, &progress).await?;
+    let sample = report
+        .copy
+        .as_ref()
+        .map(|c| &c.sample)
+        .or(report.sample.as_ref());
     eprintln!(
-        "restore: {} points into {}, verified (counts; recall sample {}/{})",
-        report.copy.counts.target_after,
-        data_dir.display(),
-        report.copy.sample.matched,
-        report.copy.sample.total
+        "restore: {} points into {target}, verified (counts; recall sample {}/{})",
+        report.points,
+        sample.map_or(0, |s| s.matched),
+        sample.map_or(0, |s| s.total)
     );
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())

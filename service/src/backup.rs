@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use cairn_store::{BackupProgress, SyncPolicy};
+use cairn_store::{BackupProgress, QdrantStore, ServerConfig, SnapshotFile, SyncPolicy};
 use serde::{Deserialize, Serialize};
 
 use crate::migrate::{self, CopyProgress, CopyReport, Side};
@@ -42,13 +42,25 @@ pub struct BackupManifest {
     pub elapsed_ms: u64,
     /// Where the backup was written.
     pub path: String,
+    /// A backup of a Qdrant server store: the server's snapshot of the collection, in this
+    /// directory (`points` is then its count just after the snapshot). Absent for the
+    /// embedded store, whose backup is a data directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub snapshot: Option<SnapshotFile>,
 }
 
 /// What a verified restore did.
 #[derive(Debug, Clone, Serialize)]
 pub struct RestoreReport {
     pub manifest: BackupManifest,
-    pub copy: CopyReport,
+    /// Points in the restored store.
+    pub points: u64,
+    /// A backup that is a data directory: the verified copy into the target.
+    pub copy: Option<CopyReport>,
+    /// A server snapshot recovered into a collection: the restored store's own recall
+    /// sample (each sampled point found by a search of its text and read back unchanged).
+    pub sample: Option<migrate::SampleReport>,
 }
 
 impl Engine {
@@ -95,6 +107,7 @@ impl Engine {
             replayed: report.replayed,
             elapsed_ms: report.elapsed_ms,
             path: to.display().to_string(),
+            snapshot: report.snapshot,
         };
         write_manifest(to, &manifest)?;
         tracing::info!(
@@ -146,13 +159,18 @@ pub fn read_manifest(dir: &Path) -> Result<BackupManifest, ServiceError> {
         .map_err(|e| ServiceError::InvalidRequest(format!("{}: {e}", path.display())))
 }
 
-/// Restores the backup in `from` into `data_dir` (which must hold no store), with vectors of
-/// `dim` dimensions (the model's: a backup of another model is refused), and verifies it:
-/// [`migrate::copy`]'s checks, and the point count against the manifest. An error names
-/// what failed; the new data directory is then not to be used.
+/// Restores the backup in `from` into a new store, with vectors of `dim` dimensions (the
+/// model's: a backup of another model is refused), and verifies it. The target is the
+/// embedded store of `data_dir` (which must hold none), or, with `server`, a collection on a
+/// Qdrant server that does not exist yet. A data-directory backup is copied with
+/// [`migrate::copy`] (its checks, and the count against the manifest); a server snapshot is
+/// recovered by the server after its SHA-256 is checked, then counted (exactly against the
+/// manifest when no write ran during the snapshot) and sampled. An error names what failed;
+/// the new store is then not to be used.
 pub async fn restore(
     from: &Path,
     data_dir: &Path,
+    server: Option<ServerConfig>,
     dim: usize,
     progress: &(dyn Fn(CopyProgress) + Send + Sync),
 ) -> Result<RestoreReport, ServiceError> {
@@ -163,16 +181,38 @@ pub async fn restore(
             manifest.dim, manifest.model
         )));
     }
-    if data_dir.join("qdrant").exists() {
-        return Err(ServiceError::InvalidRequest(format!(
-            "{} already holds a store: restore into a new data directory",
-            data_dir.display()
-        )));
+    if let Some(snapshot) = manifest.snapshot.clone() {
+        let Some(config) = server else {
+            return Err(ServiceError::InvalidRequest(format!(
+                "{} holds a Qdrant server snapshot of collection {}: restore it onto a server \
+                 (--qdrant-url URL --qdrant-collection NEW)",
+                from.display(),
+                snapshot.collection
+            )));
+        };
+        return recover_snapshot(from, manifest, &snapshot, config, dim).await;
     }
+    let target_side = match server {
+        Some(config) => Side::Server(config),
+        None => {
+            if data_dir.join("qdrant").exists() {
+                return Err(ServiceError::InvalidRequest(format!(
+                    "{} already holds a store: restore into a new data directory",
+                    data_dir.display()
+                )));
+            }
+            Side::Embedded(data_dir.to_path_buf())
+        }
+    };
     let source_side = Side::Embedded(PathBuf::from(from));
-    let target_side = Side::Embedded(data_dir.to_path_buf());
     let source = migrate::open_source(&source_side, &target_side, dim, SyncPolicy::Os).await?;
     let target = migrate::open_target(&target_side, dim, SyncPolicy::Always).await?;
+    if target.count_all().await? != 0 {
+        return Err(ServiceError::InvalidRequest(format!(
+            "the target ({}) already holds points: restore into a new store",
+            target.backend().location
+        )));
+    }
     let copy = migrate::copy(
         source.as_ref(),
         target.as_ref(),
@@ -187,5 +227,64 @@ pub async fn restore(
             copy.counts.target_after, manifest.points
         )));
     }
-    Ok(RestoreReport { manifest, copy })
+    Ok(RestoreReport {
+        points: copy.counts.target_after,
+        manifest,
+        copy: Some(copy),
+        sample: None,
+    })
+}
+
+/// [`restore`] of a server snapshot.
+async fn recover_snapshot(
+    from: &Path,
+    manifest: BackupManifest,
+    snapshot: &SnapshotFile,
+    config: ServerConfig,
+    dim: usize,
+) -> Result<RestoreReport, ServiceError> {
+    let store = QdrantStore::new(ServerConfig { dim, ..config })?;
+    store
+        .recover_snapshot(&from.join(&snapshot.file), &snapshot.sha256)
+        .await?;
+    let points = cairn_store::MemoryStore::count_all(&store).await? as u64;
+    let (low, high) = (
+        snapshot.points_before.min(snapshot.points_after),
+        snapshot.points_before.max(snapshot.points_after),
+    );
+    if snapshot.points_before == snapshot.points_after && points != snapshot.points_after {
+        return Err(ServiceError::Conflict(format!(
+            "restored {points} points but the snapshot held {} (no write ran while it was taken)",
+            snapshot.points_after
+        )));
+    }
+    if points < low || points > high {
+        tracing::warn!(
+            points,
+            low,
+            high,
+            "the restored count lies outside the counts around the snapshot (writes that \
+             added and removed points ran while it was taken)"
+        );
+    }
+    let sample = migrate::self_sample(&store).await?;
+    if sample.matched != sample.total {
+        return Err(ServiceError::Conflict(format!(
+            "restored {points} points but {} of {} sampled points fail their check: {}",
+            sample.total - sample.matched,
+            sample.total,
+            sample
+                .mismatches
+                .iter()
+                .map(|m| format!("{} ({})", m.point, m.reason))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )));
+    }
+    Ok(RestoreReport {
+        manifest,
+        points,
+        copy: None,
+        sample: Some(sample),
+    })
 }

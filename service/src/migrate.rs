@@ -539,6 +539,64 @@ async fn compare_sample(
     })
 }
 
+/// The recall sample of one store on its own (a restored server snapshot has no source to
+/// compare with): up to [`SAMPLE`] searchable points, chosen as [`copy`] chooses them, each
+/// found again in the top [`SAMPLE_TOP`] of a sparse search of its own text and read back by
+/// id with the payload and dense vector it was exported with.
+pub(crate) async fn self_sample(store: &dyn MemoryStore) -> Result<SampleReport, ServiceError> {
+    let mut sample = Reservoir::new();
+    let mut offset = None;
+    loop {
+        let (points, next) = store.export(offset, DEFAULT_PAGE).await?;
+        for p in &points {
+            sample.offer(p);
+        }
+        match next {
+            Some(n) if Some(n) != offset => offset = Some(n),
+            _ => break,
+        }
+    }
+    let mut matched = 0;
+    let mut mismatches = Vec::new();
+    for s in &sample.kept {
+        let request = SearchRequest {
+            mode: SearchMode::Sparse(s.query.clone()),
+            filter: Filter::new(),
+            limit: SAMPLE_TOP,
+            with_vectors: false,
+        };
+        let hits = store.search(&s.partition, request).await?;
+        let stored = store.retrieve(&s.partition, &[s.id], true).await?;
+        let reason = if !hits.iter().any(|h| h.id == s.id) {
+            Some(format!(
+                "not in the top {SAMPLE_TOP} of a search of its own text"
+            ))
+        } else {
+            match stored.first() {
+                None => Some("the point cannot be read by id".to_string()),
+                Some(hit) => copy_differs(s, hit),
+            }
+        };
+        match reason {
+            None => matched += 1,
+            Some(reason) => mismatches.push(SampleMismatch {
+                point: s.id,
+                query: s.query.clone(),
+                reason,
+                source_top: vec![s.id],
+                target_top: hits.iter().map(|h| h.id).collect(),
+            }),
+        }
+    }
+    Ok(SampleReport {
+        mode: "sparse",
+        top: SAMPLE_TOP,
+        matched,
+        total: sample.kept.len(),
+        mismatches,
+    })
+}
+
 /// How the target's copy of a sampled point differs from the source's, if it does.
 fn copy_differs(s: &Sampled, hit: &Hit) -> Option<String> {
     if serde_json::to_value(&hit.point).unwrap_or_default() != s.payload {

@@ -107,8 +107,24 @@ pub struct BackupProgress {
     pub replayed: u64,
 }
 
-/// What [`EdgeStore::backup_to`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+/// The server snapshot a backup of a Qdrant server store holds ([`crate::snapshot`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SnapshotFile {
+    /// The snapshot's file name in the backup directory.
+    pub file: String,
+    /// The collection it was taken of.
+    pub collection: String,
+    /// SHA-256 of the file (hex), as the server reported it.
+    pub sha256: String,
+    pub bytes: u64,
+    /// Points in the collection just before and just after the snapshot was taken: equal
+    /// when no write ran meanwhile, and then exactly what the snapshot holds.
+    pub points_before: u64,
+    pub points_after: u64,
+}
+
+/// What a backup did ([`EdgeStore::backup_to`], or a server's snapshot).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct BackupReport {
     /// Points in the store at the cut, and in the backup.
     pub points: u64,
@@ -117,6 +133,9 @@ pub struct BackupReport {
     /// Writes made during the copy, replayed onto it.
     pub replayed: u64,
     pub elapsed_ms: u64,
+    /// A server store's backup: the snapshot file it wrote. `None` for the embedded store,
+    /// whose backup is a data directory.
+    pub snapshot: Option<SnapshotFile>,
 }
 
 impl std::fmt::Debug for EdgeStore {
@@ -251,17 +270,7 @@ impl EdgeStore {
         progress: &(dyn Fn(BackupProgress) + Send + Sync),
     ) -> Result<BackupReport> {
         let started = std::time::Instant::now();
-        if to.exists()
-            && std::fs::read_dir(to)
-                .map_err(|e| StoreError::Invalid(format!("{}: {e}", to.display())))?
-                .next()
-                .is_some()
-        {
-            return Err(StoreError::Invalid(format!(
-                "backup target {} is not empty: back up into a new directory",
-                to.display()
-            )));
-        }
+        crate::ensure_empty_dir(to)?;
         let target = {
             let config = StoreConfig {
                 // Made durable by one checkpoint at the end instead of per page.
@@ -302,6 +311,7 @@ impl EdgeStore {
             copied,
             replayed,
             elapsed_ms: started.elapsed().as_millis() as u64,
+            snapshot: None,
         })
     }
 

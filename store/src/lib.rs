@@ -31,8 +31,9 @@ mod filter;
 pub mod journal;
 mod memory;
 mod server;
+mod snapshot;
 
-pub use edge::{BackupProgress, BackupReport, EdgeStore, StoreConfig, JOURNAL_FILE};
+pub use edge::{BackupProgress, BackupReport, EdgeStore, SnapshotFile, StoreConfig, JOURNAL_FILE};
 pub use filter::{Cond, Filter, Value};
 pub use journal::SyncPolicy;
 pub use memory::InMemoryStore;
@@ -71,6 +72,22 @@ pub(crate) fn in_partition(point: &StoredPoint, partition: &Partition) -> bool {
     point.tenant == partition.tenant
         && point.user == partition.user
         && point.namespace == partition.namespace
+}
+
+/// A backup goes into a directory that does not exist or is empty, never over another.
+pub(crate) fn ensure_empty_dir(to: &std::path::Path) -> Result<()> {
+    if to.exists()
+        && std::fs::read_dir(to)
+            .map_err(|e| StoreError::Invalid(format!("{}: {e}", to.display())))?
+            .next()
+            .is_some()
+    {
+        return Err(StoreError::Invalid(format!(
+            "backup target {} is not empty: back up into a new directory",
+            to.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Name of the dense vector.
@@ -309,9 +326,9 @@ pub trait MemoryStore: Send + Sync + std::fmt::Debug {
     fn disk_need(&self) -> Option<disk::DiskNeed> {
         None
     }
-    /// A consistent copy of the whole store into a new embedded store at `to`, taken while
-    /// the store serves reads and writes ([`EdgeStore::backup_to`]). Only the embedded
-    /// store: a Qdrant server has its own snapshot API (`POST /collections/{name}/snapshots`).
+    /// A consistent copy of the whole store into `to`, taken while the store serves reads
+    /// and writes: a new embedded store ([`EdgeStore::backup_to`]), or the Qdrant server's
+    /// own snapshot of the collection ([`QdrantStore`]). The reference store has none.
     async fn backup(
         &self,
         to: &std::path::Path,
@@ -319,8 +336,7 @@ pub trait MemoryStore: Send + Sync + std::fmt::Debug {
     ) -> Result<BackupReport> {
         let _ = (to, progress);
         Err(StoreError::Invalid(format!(
-            "online backup is for the embedded store; this is {}: use the Qdrant server's \
-             snapshot API",
+            "the {} store has no online backup",
             self.backend().kind
         )))
     }

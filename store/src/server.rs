@@ -52,6 +52,7 @@ use qdrant_edge::bm25_embed::EdgeBm25;
 use tonic::Code;
 use uuid::Uuid;
 
+use crate::edge::{BackupProgress, BackupReport, SnapshotFile};
 use crate::{in_partition, INTEGER_FIELDS, KEYWORD_FIELDS};
 use crate::{
     BackendInfo, Cond, Filter, Hit, MemoryStore, Result, SearchMode, SearchRequest, SparseVector,
@@ -120,6 +121,9 @@ pub struct ServerConfig {
     pub timeout: Duration,
     /// Dense vector dimension (the embedding model's).
     pub dim: usize,
+    /// REST URL (snapshots move over REST only); `None`: the gRPC URL with port 6334
+    /// replaced by 6333.
+    pub rest_url: Option<String>,
 }
 
 impl ServerConfig {
@@ -135,6 +139,7 @@ impl ServerConfig {
             read_consistency: ReadConsistency::Any,
             timeout: Duration::from_secs(30),
             dim,
+            rest_url: None,
         }
     }
 
@@ -142,7 +147,7 @@ impl ServerConfig {
     /// or empty (the embedded store). `CAIRN_QDRANT_API_KEY`, `CAIRN_QDRANT_COLLECTION`,
     /// `CAIRN_QDRANT_SHARDS`, `CAIRN_QDRANT_REPLICATION`, `CAIRN_QDRANT_WRITE_CONSISTENCY`,
     /// `CAIRN_QDRANT_READ_CONSISTENCY` (`any`, `majority`, `quorum`, `all`) and
-    /// `CAIRN_QDRANT_TIMEOUT_SECS` refine it. `{dir}` in the collection name becomes a
+    /// `CAIRN_QDRANT_TIMEOUT_SECS` and `CAIRN_QDRANT_REST_URL` (backups) refine it. `{dir}` in the collection name becomes a
     /// digest of `data_dir`, so each data directory gets a collection of its own (the test
     /// suites run that way against one server).
     pub fn from_env(dim: usize, data_dir: &Path) -> Result<Option<Self>> {
@@ -167,6 +172,7 @@ impl ServerConfig {
         };
         let mut config = ServerConfig::new(url.trim(), dim);
         config.api_key = var("CAIRN_QDRANT_API_KEY");
+        config.rest_url = var("CAIRN_QDRANT_REST_URL");
         if let Some(name) = var("CAIRN_QDRANT_COLLECTION") {
             config.collection = collection_name(&name, data_dir)?;
         }
@@ -468,6 +474,47 @@ impl QdrantStore {
                 ready: tokio::sync::OnceCell::new(),
             }),
         })
+    }
+
+    /// Recovers this store's collection, which must not exist yet, from a snapshot file a
+    /// backup wrote ([`MemoryStore::backup`]), after checking the file still has the digest
+    /// the backup recorded. The collection is then checked for Cairn's layout as on first use.
+    pub async fn recover_snapshot(&self, file: &Path, sha256: &str) -> Result<()> {
+        let collection = self.collection();
+        let exists = self
+            .call("collection exists", |c| {
+                let collection = collection.clone();
+                async move { c.collection_exists(collection).await }
+            })
+            .await?;
+        if exists {
+            return Err(StoreError::Invalid(format!(
+                "collection {collection} already exists on {}: restore into a new collection \
+                 (--qdrant-collection)",
+                self.inner.config.url
+            )));
+        }
+        let config = &self.inner.config;
+        let rest = crate::snapshot::rest_base(&config.url, config.rest_url.as_deref())?;
+        let (key, path, timeout, expected) = (
+            config.api_key.clone(),
+            file.to_path_buf(),
+            config.timeout,
+            sha256.to_string(),
+        );
+        tokio::task::spawn_blocking(move || {
+            let actual = crate::snapshot::digest(&path)?;
+            if !actual.eq_ignore_ascii_case(&expected) {
+                return Err(StoreError::Corrupt {
+                    id: path.display().to_string(),
+                    reason: format!("SHA-256 is {actual}, the backup recorded {expected}"),
+                });
+            }
+            crate::snapshot::upload(&rest, key.as_deref(), &collection, &path, timeout)
+        })
+        .await
+        .map_err(|e| StoreError::Engine(format!("snapshot upload task: {e}")))??;
+        self.ensure().await
     }
 
     /// The configuration in force.
@@ -1110,6 +1157,107 @@ impl MemoryStore for QdrantStore {
     async fn flush(&self) -> Result<()> {
         // Every acknowledged write is already in the server's WAL.
         Ok(())
+    }
+
+    /// The server's own snapshot of the collection (consistent per shard, taken while it
+    /// serves), downloaded into `to` and checked against the digest the server reports, then
+    /// deleted on the server. See [`crate::snapshot`].
+    async fn backup(
+        &self,
+        to: &Path,
+        progress: &(dyn Fn(BackupProgress) + Send + Sync),
+    ) -> Result<BackupReport> {
+        crate::ensure_empty_dir(to)?;
+        self.ensure().await?;
+        let started = std::time::Instant::now();
+        let config = &self.inner.config;
+        let rest = crate::snapshot::rest_base(&config.url, config.rest_url.as_deref())?;
+        std::fs::create_dir_all(to)
+            .map_err(|e| StoreError::Invalid(format!("{}: {e}", to.display())))?;
+        let collection = config.collection.clone();
+        let before = self.count_all().await? as u64;
+        progress(BackupProgress {
+            copied: 0,
+            total: before,
+            replayed: 0,
+        });
+        let created = self
+            .call("create snapshot", |c| {
+                let collection_name = collection.clone();
+                async move {
+                    c.create_snapshot(q::CreateSnapshotRequest { collection_name })
+                        .await
+                }
+            })
+            .await?;
+        let description = created.snapshot_description.ok_or_else(|| {
+            StoreError::Engine("the server answered without a snapshot description".into())
+        })?;
+        let after = self.count_all().await? as u64;
+        let file = format!("{collection}.snapshot");
+        let downloaded = {
+            let (rest, key, collection, name, path, timeout) = (
+                rest.clone(),
+                config.api_key.clone(),
+                collection.clone(),
+                description.name.clone(),
+                to.join(&file),
+                config.timeout,
+            );
+            tokio::task::spawn_blocking(move || {
+                crate::snapshot::download(
+                    &rest,
+                    key.as_deref(),
+                    &collection,
+                    &name,
+                    &path,
+                    timeout,
+                    &|_| {},
+                )
+            })
+            .await
+            .map_err(|e| StoreError::Engine(format!("snapshot download task: {e}")))?
+        };
+        // The server's copy was only the way out: removed whatever the download did, so
+        // backups do not fill the server's disk.
+        let name = description.name.clone();
+        if let Err(e) = self
+            .call("delete snapshot", |c| {
+                let request =
+                    qdrant_client::qdrant::DeleteSnapshotRequestBuilder::new(&collection, &name);
+                async move { c.delete_snapshot(request).await }
+            })
+            .await
+        {
+            tracing::warn!(snapshot = %description.name, "could not delete the server's snapshot: {e}");
+        }
+        let (bytes, sha256) = downloaded?;
+        if let Some(expected) = description.checksum.as_deref() {
+            if !expected.eq_ignore_ascii_case(&sha256) {
+                return Err(StoreError::Engine(format!(
+                    "the downloaded snapshot's SHA-256 is {sha256}, the server reported {expected}"
+                )));
+            }
+        }
+        progress(BackupProgress {
+            copied: after,
+            total: after,
+            replayed: 0,
+        });
+        Ok(BackupReport {
+            points: after,
+            copied: after,
+            replayed: 0,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+            snapshot: Some(SnapshotFile {
+                file,
+                collection,
+                sha256,
+                bytes,
+                points_before: before,
+                points_after: after,
+            }),
+        })
     }
 
     fn backend(&self) -> BackendInfo {

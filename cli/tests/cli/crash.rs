@@ -55,16 +55,17 @@ pub(crate) fn agent() -> ureq::Agent {
 
 impl Server {
     pub(crate) fn start(data: &Path, failpoints: Option<&str>) -> Server {
-        Server::try_start(data, failpoints, &data.with_extension("stderr.log"))
+        Server::try_start(data, failpoints, &data.with_extension("stderr.log"), &[])
             .unwrap_or_else(|(status, log)| panic!("cairn serve exited at start ({status}): {log}"))
     }
 
-    /// Starts `cairn serve` on `data` with its stderr in `log`; `Err` with the exit status
-    /// and the log when the process exits instead of becoming ready.
+    /// Starts `cairn serve` on `data` with its stderr in `log` and `env` set; `Err` with the
+    /// exit status and the log when the process exits instead of becoming ready.
     pub(crate) fn try_start(
         data: &Path,
         failpoints: Option<&str>,
         log: &Path,
+        env: &[(&str, &str)],
     ) -> Result<Server, (std::process::ExitStatus, String)> {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn"));
         cmd.arg("--data-dir")
@@ -77,6 +78,7 @@ impl Server {
         if let Some(f) = failpoints {
             cmd.env("CAIRN_FAILPOINTS", f);
         }
+        cmd.envs(env.iter().copied());
         let mut child = cmd.spawn().unwrap();
         let agent = agent();
         let started = Instant::now();

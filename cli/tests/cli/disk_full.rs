@@ -157,8 +157,8 @@ fn a_full_disk_is_a_state_not_a_crash() {
     let data = disk.mount.join("data");
     let logs = tempfile::tempdir().unwrap();
     let log = logs.path().join("serve.log");
-    let mut server =
-        Server::try_start(&data, None, &log).unwrap_or_else(|(s, l)| panic!("start: {s}: {l}"));
+    let mut server = Server::try_start(&data, None, &log, &[])
+        .unwrap_or_else(|(s, l)| panic!("start: {s}: {l}"));
     let (_, ready) = call(&server, &log, "GET", "/readyz", None);
     let needed = ready["disk"]["needed_bytes"].as_u64().unwrap();
     assert!(needed > 0, "{ready}");
@@ -279,7 +279,7 @@ fn a_full_disk_is_a_state_not_a_crash() {
         None,
         "stopped by a signal on a full disk: {status}"
     );
-    match Server::try_start(&data, None, &log) {
+    match Server::try_start(&data, None, &log, &[]) {
         Ok(mut again) => {
             let now = listed(&again, &log);
             for src in &stored {
@@ -304,7 +304,8 @@ fn a_full_disk_is_a_state_not_a_crash() {
 
     // 5. With space again, everything acknowledged opens.
     std::fs::remove_file(&filler3).unwrap();
-    let again = Server::try_start(&data, None, &log).unwrap_or_else(|(s, l)| panic!("{s}: {l}"));
+    let again =
+        Server::try_start(&data, None, &log, &[]).unwrap_or_else(|(s, l)| panic!("{s}: {l}"));
     let now = listed(&again, &log);
     for src in &stored {
         assert!(now.contains(src), "{src} lost");

@@ -282,6 +282,7 @@ class BackupManifest(CairnModel):
     path: str = Field(description="Where the backup was written.")
     points: int = Field(description="Points in the store at the cut, and in the backup.")
     replayed: int = Field(description="Writes made while the points were copied, replayed onto the copy.")
+    snapshot: Optional[Dict[str, Any]] = Field(default=None, description="A backup of a Qdrant server store: the server's snapshot of the collection, in this directory (`points` is then its count just after the snapshot). Absent for the embedded store, whose backup is a data directory.")
 
 
 class BackupRequest(CairnModel):
