@@ -196,6 +196,7 @@ fn online_backup_under_writes_restores_verified() {
         "{} acknowledged messages missing after restore: {missing:?}",
         missing.len()
     );
+    still_a_store(&again, &have, "w0-0", "writer 0 message 0 about shipment 0");
     let (s, v) = again
         .send("GET", &format!("/v1/documents?{Q}"), None)
         .unwrap();
@@ -210,6 +211,61 @@ fn online_backup_under_writes_restores_verified() {
         "{v}"
     );
     again.kill();
+}
+
+/// The number of messages the conversation holds (the route's `total`, duplicates counted).
+fn message_total(server: &Server, c: &str) -> u64 {
+    let (s, v) = server
+        .send(
+            "GET",
+            &format!("/v1/conversations/{c}/messages?{Q}&limit=1"),
+            None,
+        )
+        .unwrap();
+    assert_eq!(s, 200, "{v}");
+    v["total"].as_u64().unwrap()
+}
+
+/// The restored store behaves as a store, not a read-only copy: replaying an acknowledged
+/// message (same id, same text) adds nothing, a new message is stored once and recalled.
+fn still_a_store(server: &Server, have: &BTreeSet<String>, replay_id: &str, replay: &str) {
+    assert!(have.contains(replay), "{replay} not restored");
+    let total = message_total(server, "c1");
+    assert_eq!(total, have.len() as u64, "restored messages are distinct");
+    let post = |id: &str, content: &str| {
+        let body = json!({"scope": scope(), "messages": [{"conversation_id": "c1", "role": "user",
+            "content": content, "message_id": id}]});
+        let (s, v) = server.send("POST", "/v1/messages", Some(&body)).unwrap();
+        assert_eq!(s, 200, "{v}");
+    };
+    post(replay_id, replay);
+    assert_eq!(
+        message_total(server, "c1"),
+        total,
+        "a replay added a message"
+    );
+    let new = "after the restore: the Osprey crate left dock 9 on Tuesday";
+    post("after-restore", new);
+    post("after-restore", new);
+    assert_eq!(
+        message_total(server, "c1"),
+        total + 1,
+        "the new message is stored once"
+    );
+    let (s, v) = server
+        .send(
+            "POST",
+            "/v1/recall",
+            Some(
+                &json!({"scope": scope(), "query": "Which dock did the Osprey crate leave from?"}),
+            ),
+        )
+        .unwrap();
+    assert_eq!(s, 200, "{v}");
+    assert!(
+        v["context_markdown"].as_str().unwrap().contains("dock 9"),
+        "{v}"
+    );
 }
 
 /// The gRPC URL of the test's Qdrant server, if there is one.
@@ -403,6 +459,12 @@ fn server_backup_is_a_snapshot_and_restores_verified() {
         missing.is_empty(),
         "{} acknowledged messages missing after restore: {missing:?}",
         missing.len()
+    );
+    still_a_store(
+        &again,
+        &have,
+        "s-0",
+        "server writer message 0 about shipment 0",
     );
     let (s, v) = again
         .send("GET", &format!("/v1/documents?{Q}"), None)
