@@ -1,4 +1,5 @@
-//! `POST /v1/admin/backup`: an online backup of the embedded store, for the operator.
+//! `POST /v1/admin/backup`: an online backup of the store (embedded or server), for the
+//! operator.
 
 use axum::extract::State;
 use cairn_service::backup::BackupManifest;
@@ -22,13 +23,15 @@ pub(super) fn router() -> OpenApiRouter<SharedState> {
 #[serde(deny_unknown_fields)]
 pub struct BackupRequest {
     /// A new (or empty) directory on the server's machine, as an absolute path, outside
-    /// the data directory. It becomes a data directory of its own (`cairn restore`).
+    /// the data directory. It becomes a data directory of its own, or holds the server's
+    /// snapshot file (`cairn restore` either way).
     pub to: String,
 }
 
-/// Back up the whole embedded store while it keeps serving reads and writes: a consistent
-/// copy at one instant (every write acknowledged before the call began is in it), with a
-/// manifest. The operator's only (a key-less server on loopback); progress is logged. A
+/// Back up the whole store while it keeps serving reads and writes, with a manifest. The
+/// embedded store: a consistent copy at one instant (every write acknowledged before the
+/// call began is in it). A Qdrant server store: the server's snapshot of the collection,
+/// downloaded and SHA-256 checked. The operator's only (a key-less server on loopback); progress is logged. A
 /// backup that outlasts the request timeout finishes anyway (its manifest says so).
 #[utoipa::path(post, path = "/admin/backup", tag = "admin", request_body = BackupRequest,
     responses(

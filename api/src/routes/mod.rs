@@ -57,7 +57,7 @@ use crate::SharedState;
         (name = "grants", description = "Agent identities and their capability grants"),
         (name = "knowledge", description = "Knowledge memory: entities, relationships, preferences, facts (validity, supersession, conflicts) and predicate declarations. Delete with `POST /v1/forget` and an `ent:`, `rel:`, `pref:` or `fact:` ref"),
         (name = "reasoning", description = "Reasoning memory: traces of the tasks an agent worked on, their steps and tool calls; similar past traces and tool statistics. Delete with `POST /v1/forget` and a `trace:` ref"),
-        (name = "admin", description = "Operator tasks: online backup of the embedded store"),
+        (name = "admin", description = "Operator tasks: online backup of the store"),
     )
 )]
 struct ApiDoc;

@@ -288,7 +288,7 @@ class BackupManifest(CairnModel):
 class BackupRequest(CairnModel):
     """`POST /v1/admin/backup`."""
 
-    to: str = Field(description="A new (or empty) directory on the server's machine, as an absolute path, outside the data directory. It becomes a data directory of its own (`cairn restore`).")
+    to: str = Field(description="A new (or empty) directory on the server's machine, as an absolute path, outside the data directory. It becomes a data directory of its own, or holds the server's snapshot file (`cairn restore` either way).")
 
 
 class CandidateList(CairnModel):
