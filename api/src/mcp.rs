@@ -184,30 +184,46 @@ impl From<TrustArg> for TrustOrigin {
     }
 }
 
-/// What kind of memory: document chunks, conversation messages, approved memories.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum KindArg {
-    Chunk,
-    Message,
-    Memory,
-    Entity,
-    Preference,
-    Fact,
-    Trace,
+/// What kind of memory: one of the kinds recall searches ([`PointKind::recall_role`] decides
+/// which; the schema lists exactly those, and any other kind is refused when parsed).
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(transparent)]
+pub struct KindArg(PointKind);
+
+impl<'de> Deserialize<'de> for KindArg {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let kind = PointKind::deserialize(d)?;
+        if kind.searchable() {
+            Ok(KindArg(kind))
+        } else {
+            let names: Vec<&str> = PointKind::searchable_kinds().map(|k| k.as_str()).collect();
+            Err(serde::de::Error::custom(format!(
+                "kind `{}` is not searchable: expected one of {}",
+                kind.as_str(),
+                names.join(", ")
+            )))
+        }
+    }
+}
+
+impl JsonSchema for KindArg {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "KindArg".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let names: Vec<&str> = PointKind::searchable_kinds().map(|k| k.as_str()).collect();
+        schemars::json_schema!({
+            "description": "What kind of memory: document chunks, conversation messages, approved memories, knowledge, traces.",
+            "type": "string",
+            "enum": names,
+        })
+    }
 }
 
 impl From<KindArg> for PointKind {
     fn from(k: KindArg) -> Self {
-        match k {
-            KindArg::Chunk => PointKind::Chunk,
-            KindArg::Message => PointKind::Message,
-            KindArg::Memory => PointKind::Memory,
-            KindArg::Entity => PointKind::Entity,
-            KindArg::Preference => PointKind::Preference,
-            KindArg::Fact => PointKind::Fact,
-            KindArg::Trace => PointKind::Trace,
-        }
+        k.0
     }
 }
 
@@ -1521,4 +1537,35 @@ where
         .map_err(std::io::Error::other)?;
     running.waiting().await.map_err(std::io::Error::other)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The MCP schema offers exactly the kinds `PointKind::recall_role` makes searchable,
+    /// and a kind recall never searches is refused with the list, not silently dropped.
+    #[test]
+    fn kind_argument_follows_the_recall_roles() {
+        let schema = serde_json::to_value(schemars::schema_for!(KindArg)).unwrap();
+        let offered: Vec<&str> = schema["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        let searchable: Vec<&str> = PointKind::searchable_kinds().map(|k| k.as_str()).collect();
+        assert_eq!(offered, searchable);
+        for kind in PointKind::ALL {
+            let parsed = serde_json::from_value::<KindArg>(serde_json::json!(kind.as_str()));
+            match parsed {
+                Ok(k) => assert!(kind.searchable() && PointKind::from(k) == kind, "{kind:?}"),
+                Err(e) => {
+                    assert!(!kind.searchable(), "{kind:?}: {e}");
+                    assert!(e.to_string().contains("not searchable"), "{e}");
+                }
+            }
+        }
+        assert!(serde_json::from_value::<KindArg>(serde_json::json!("nonsense")).is_err());
+    }
 }

@@ -33,7 +33,7 @@ pub use pack::{
     AnswerSignals, Answerability, Citation, Conflict, ConflictSide, Coverage, MemoryPack,
     SelectedNode, SelectionReason, TurnEnvelope, TurnMode, CONTRACT_VERSION,
 };
-pub use record::{DocumentInfo, PointKind, Role, StoredPoint, TrustOrigin};
+pub use record::{DocumentInfo, PackLabel, PointKind, RecallRole, Role, StoredPoint, TrustOrigin};
 pub use refs::Ref;
 pub use scope::{Partition, Scope};
 pub use state::RecordState;

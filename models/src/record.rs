@@ -151,19 +151,119 @@ impl PointKind {
         }
     }
 
+    /// Every kind, in declaration order ([`PointKind::index`] is the position here).
+    pub const ALL: [PointKind; 18] = [
+        PointKind::Chunk,
+        PointKind::Message,
+        PointKind::Document,
+        PointKind::Turn,
+        PointKind::Event,
+        PointKind::Candidate,
+        PointKind::Memory,
+        PointKind::Conversation,
+        PointKind::Forget,
+        PointKind::Grant,
+        PointKind::Entity,
+        PointKind::Preference,
+        PointKind::Fact,
+        PointKind::Relationship,
+        PointKind::Predicate,
+        PointKind::Trace,
+        PointKind::Step,
+        PointKind::ToolCall,
+    ];
+
+    /// The kind's position in [`PointKind::ALL`]. Exhaustive, so a new kind does not compile
+    /// until it has a place there (a unit test checks the two agree).
+    pub fn index(self) -> usize {
+        match self {
+            PointKind::Chunk => 0,
+            PointKind::Message => 1,
+            PointKind::Document => 2,
+            PointKind::Turn => 3,
+            PointKind::Event => 4,
+            PointKind::Candidate => 5,
+            PointKind::Memory => 6,
+            PointKind::Conversation => 7,
+            PointKind::Forget => 8,
+            PointKind::Grant => 9,
+            PointKind::Entity => 10,
+            PointKind::Preference => 11,
+            PointKind::Fact => 12,
+            PointKind::Relationship => 13,
+            PointKind::Predicate => 14,
+            PointKind::Trace => 15,
+            PointKind::Step => 16,
+            PointKind::ToolCall => 17,
+        }
+    }
+
+    /// How recall treats points of this kind; `None`: recall never searches them. The one
+    /// place that decides what is searchable, searched by default, offered to MCP clients and
+    /// how a pack labels it: a new kind does not compile until it is decided here.
+    pub fn recall_role(self) -> Option<RecallRole> {
+        let role = |label| {
+            Some(RecallRole {
+                default: true,
+                label,
+            })
+        };
+        match self {
+            PointKind::Chunk | PointKind::Memory => role(PackLabel::Source),
+            PointKind::Message => role(PackLabel::Conversation),
+            PointKind::Entity | PointKind::Preference | PointKind::Fact | PointKind::Trace => {
+                role(PackLabel::Knowledge)
+            }
+            PointKind::Document
+            | PointKind::Turn
+            | PointKind::Event
+            | PointKind::Candidate
+            | PointKind::Conversation
+            | PointKind::Forget
+            | PointKind::Grant
+            | PointKind::Relationship
+            | PointKind::Predicate
+            | PointKind::Step
+            | PointKind::ToolCall => None,
+        }
+    }
+
     /// Whether recall searches points of this kind.
     pub fn searchable(self) -> bool {
-        matches!(
-            self,
-            PointKind::Chunk
-                | PointKind::Message
-                | PointKind::Memory
-                | PointKind::Entity
-                | PointKind::Preference
-                | PointKind::Fact
-                | PointKind::Trace
-        )
+        self.recall_role().is_some()
     }
+
+    /// The kinds recall can search, in declaration order.
+    pub fn searchable_kinds() -> impl Iterator<Item = PointKind> {
+        Self::ALL.into_iter().filter(|k| k.searchable())
+    }
+
+    /// The kinds recall searches when the caller names none, in declaration order.
+    pub fn default_recall_kinds() -> impl Iterator<Item = PointKind> {
+        Self::ALL
+            .into_iter()
+            .filter(|k| k.recall_role().is_some_and(|r| r.default))
+    }
+}
+
+/// How recall treats a searchable kind ([`PointKind::recall_role`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecallRole {
+    /// Searched when the caller names no kinds.
+    pub default: bool,
+    /// What the pack's label line shows for it.
+    pub label: PackLabel,
+}
+
+/// What a pack's label line names for a memory, beside its origin and date.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PackLabel {
+    /// Where the text came from: source, PDF page, heading (chunks, approved memories).
+    Source,
+    /// The conversation, the message's sequence number and speaker.
+    Conversation,
+    /// The kind itself (`fact`, `entity`, …) and whether it is history.
+    Knowledge,
 }
 
 /// The payload of a stored point. One flat struct for every kind: fields that do not apply
@@ -361,6 +461,31 @@ pub struct DocumentInfo {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn all_kinds_are_listed_once_in_order() {
+        for (i, k) in super::PointKind::ALL.iter().enumerate() {
+            assert_eq!(k.index(), i, "{k:?}");
+        }
+        let names: std::collections::BTreeSet<&str> =
+            super::PointKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(names.len(), super::PointKind::ALL.len());
+        let searchable: Vec<&str> = super::PointKind::searchable_kinds()
+            .map(|k| k.as_str())
+            .collect();
+        assert_eq!(
+            searchable,
+            [
+                "chunk",
+                "message",
+                "memory",
+                "entity",
+                "preference",
+                "fact",
+                "trace"
+            ]
+        );
+    }
+
     use super::*;
 
     fn point(kind: PointKind) -> StoredPoint {

@@ -154,17 +154,6 @@ pub struct RecallFilters {
     pub include_history: bool,
 }
 
-/// The kinds recall searches when the caller names none.
-pub const DEFAULT_KINDS: [PointKind; 7] = [
-    PointKind::Chunk,
-    PointKind::Message,
-    PointKind::Memory,
-    PointKind::Entity,
-    PointKind::Preference,
-    PointKind::Fact,
-    PointKind::Trace,
-];
-
 impl RecallFilters {
     fn to_filter(&self) -> Filter {
         let kinds: Vec<String> = match &self.kinds {
@@ -173,8 +162,8 @@ impl RecallFilters {
                 .filter(|k| k.searchable())
                 .map(|k| k.as_str().to_string())
                 .collect(),
-            None => DEFAULT_KINDS
-                .iter()
+            // `PointKind::recall_role` decides which.
+            None => PointKind::default_recall_kinds()
                 .map(|k| k.as_str().to_string())
                 .collect(),
         };

@@ -16,7 +16,7 @@ use std::collections::{HashMap, HashSet};
 
 use cairn_models::{
     AnswerSignals, Answerability, Citation, Conflict, ConflictSide, Coverage, MemoryPack,
-    Partition, PointKind, SelectedNode, SelectionReason, StoredPoint,
+    PackLabel, Partition, PointKind, SelectedNode, SelectionReason, StoredPoint,
 };
 
 use crate::conflict::{disagree, frames, topic, Disagreement, Frame};
@@ -999,8 +999,11 @@ fn quote_inline(s: &str) -> String {
 fn item_label(n: u32, item: &PackItem, truncated: bool) -> String {
     let p = &item.point;
     let mut label = vec![p.trust.label().to_string()];
-    match p.kind {
-        PointKind::Message => {
+    // `PointKind::recall_role` decides the label; a kind recall never searches cannot be
+    // in a pack, and would read as its source.
+    let label_of = p.kind.recall_role().map_or(PackLabel::Source, |r| r.label);
+    match label_of {
+        PackLabel::Conversation => {
             if let Some(c) = &p.conversation_id {
                 label.push(format!("conversation {c} #{}", p.seq.unwrap_or(0)));
             }
@@ -1008,7 +1011,7 @@ fn item_label(n: u32, item: &PackItem, truncated: bool) -> String {
                 label.push(format!("speaker {}", quote_inline(s)));
             }
         }
-        PointKind::Entity | PointKind::Preference | PointKind::Fact | PointKind::Trace => {
+        PackLabel::Knowledge => {
             label.push(p.kind.as_str().to_string());
             // History recalled on request must not read as what holds now.
             if let Some(f) = crate::fact_of(p) {
@@ -1023,7 +1026,7 @@ fn item_label(n: u32, item: &PackItem, truncated: bool) -> String {
                 }
             }
         }
-        _ => {
+        PackLabel::Source => {
             if let Some(s) = &p.source {
                 label.push(quote_inline(s));
             }
@@ -1061,8 +1064,8 @@ fn render_item(n: u32, item: &PackItem, text: &str, truncated: bool) -> String {
 fn render_citation(n: u32, item: &PackItem, span: Option<(u64, u64)>) -> String {
     let p = &item.point;
     let mut parts = vec![format!("[{n}] `{}`", item.reference)];
-    match p.kind {
-        PointKind::Message => {
+    match p.kind.recall_role().map_or(PackLabel::Source, |r| r.label) {
+        PackLabel::Conversation => {
             if let Some(t) = &p.turn_id {
                 parts.push(format!("turn {}", quote_inline(t)));
             }
@@ -1070,7 +1073,7 @@ fn render_citation(n: u32, item: &PackItem, span: Option<(u64, u64)>) -> String 
                 parts.push(r.as_str().to_string());
             }
         }
-        _ => {
+        PackLabel::Source | PackLabel::Knowledge => {
             if let Some(s) = &p.source {
                 parts.push(quote_inline(s));
             }
