@@ -481,13 +481,7 @@ impl QdrantStore {
     /// the backup recorded. The collection is then checked for Cairn's layout as on first use.
     pub async fn recover_snapshot(&self, file: &Path, sha256: &str) -> Result<()> {
         let collection = self.collection();
-        let exists = self
-            .call("collection exists", |c| {
-                let collection = collection.clone();
-                async move { c.collection_exists(collection).await }
-            })
-            .await?;
-        if exists {
+        if self.collection_exists().await? {
             return Err(StoreError::Invalid(format!(
                 "collection {collection} already exists on {}: restore into a new collection \
                  (--qdrant-collection)",
@@ -524,6 +518,16 @@ impl QdrantStore {
 
     fn collection(&self) -> String {
         self.inner.config.collection.clone()
+    }
+
+    /// Whether the configured collection exists on the server.
+    async fn collection_exists(&self) -> Result<bool> {
+        let name = self.collection();
+        self.call("collection_exists", |c| {
+            let name = name.clone();
+            async move { c.collection_exists(name).await }
+        })
+        .await
     }
 
     fn read_consistency(&self) -> Option<q::ReadConsistency> {
@@ -575,13 +579,7 @@ impl QdrantStore {
             .await?;
         check_version(&health.version);
         let name = self.collection();
-        let exists = self
-            .call("collection_exists", |c| {
-                let name = name.clone();
-                async move { c.collection_exists(name).await }
-            })
-            .await?;
-        if !exists {
+        if !self.collection_exists().await? {
             let create = CreateCollection {
                 collection_name: name.clone(),
                 vectors_config: Some(q::VectorsConfig {

@@ -59,6 +59,19 @@ fn agent(timeout: Duration) -> ureq::Agent {
         .into()
 }
 
+/// `Ok` for `200`; otherwise the engine error naming `what`, the URL, the status and the
+/// server's answer.
+fn expect_ok(what: &str, url: &str, response: &mut ureq::http::Response<ureq::Body>) -> Result<()> {
+    let status = response.status().as_u16();
+    if status == 200 {
+        return Ok(());
+    }
+    let body = response.body_mut().read_to_string().unwrap_or_default();
+    Err(StoreError::Engine(format!(
+        "{what} {url}: HTTP {status}: {body}"
+    )))
+}
+
 fn unavailable(what: &str, e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(format!("{what}: {e}"))
 }
@@ -91,13 +104,7 @@ pub(crate) fn download(
     let mut response = request
         .call()
         .map_err(|e| unavailable("snapshot download", e))?;
-    let status = response.status().as_u16();
-    if status != 200 {
-        let body = response.body_mut().read_to_string().unwrap_or_default();
-        return Err(StoreError::Engine(format!(
-            "snapshot download {url}: HTTP {status}: {body}"
-        )));
-    }
+    expect_ok("snapshot download", &url, &mut response)?;
     let mut reader = response.body_mut().with_config().limit(u64::MAX).reader();
     let mut out = std::fs::File::create(file).map_err(|e| io("create", file, e))?;
     let mut hasher = Sha256::new();
@@ -162,14 +169,7 @@ pub(crate) fn upload(
     let mut response = request
         .send(ureq::SendBody::from_reader(&mut body))
         .map_err(|e| unavailable("snapshot upload", e))?;
-    let status = response.status().as_u16();
-    if status != 200 {
-        let body = response.body_mut().read_to_string().unwrap_or_default();
-        return Err(StoreError::Engine(format!(
-            "snapshot upload {url}: HTTP {status}: {body}"
-        )));
-    }
-    Ok(())
+    expect_ok("snapshot upload", &url, &mut response)
 }
 
 #[cfg(test)]
