@@ -29,13 +29,13 @@ use cairn_ingest::messages::KeyedMessage;
 use cairn_models::grant::GrantStatus;
 use cairn_models::pack::TurnMode;
 use cairn_models::scope::DEFAULT_COMPONENT;
-use cairn_models::{PointKind, Role, Scope, TrustOrigin};
+use cairn_models::{PointKind, Role, Scope, Timestamp, TrustOrigin};
 use cairn_recall::RecallFilters;
 use cairn_service::candidates::CandidateRequest;
 use cairn_service::documents::{DocumentBody, DocumentList};
 use cairn_service::knowledge::{EntityRequest, FactQuery, FactRequest, PreferenceRequest};
 use cairn_service::messages::PostedMessage;
-use cairn_service::reasoning::{CompleteTraceRequest, StepRequest, ToolCallRequest, TraceRequest};
+use cairn_service::reasoning::{RecordTraceRequest, RecordedStep, RecordedToolCall};
 use cairn_service::recall::{ForgetRequest, RecallBody};
 use cairn_service::turns::{CompleteRequest, PrepareRequest};
 use cairn_service::{ops, Engine, Principal, ServiceError};
@@ -454,23 +454,6 @@ impl From<RoleArg> for Role {
     }
 }
 
-/// A time: Unix epoch milliseconds or an RFC 3339 string.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(untagged)]
-pub enum TimeArg {
-    Millis(i64),
-    Text(String),
-}
-
-impl From<TimeArg> for cairn_ingest::Timestamp {
-    fn from(t: TimeArg) -> Self {
-        match t {
-            TimeArg::Millis(ms) => cairn_ingest::Timestamp::Millis(ms),
-            TimeArg::Text(s) => cairn_ingest::Timestamp::Text(s),
-        }
-    }
-}
-
 /// A conversation message to store verbatim.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -482,7 +465,7 @@ pub struct MessageArg {
     pub content: String,
     /// When it was said (default: now).
     #[serde(default)]
-    pub ts: Option<TimeArg>,
+    pub ts: Option<Timestamp>,
     /// The agent turn it belongs to.
     #[serde(default)]
     pub turn_id: Option<String>,
@@ -504,7 +487,7 @@ impl From<MessageArg> for KeyedMessage {
             conversation_id: m.conversation_id,
             role: m.role.into(),
             content: m.content,
-            ts: m.ts.map(Into::into),
+            ts: m.ts,
             turn_id: m.turn_id,
             message_id: m.message_id,
             speaker: m.speaker,
@@ -664,10 +647,10 @@ pub struct AddFactArgs {
     pub object: String,
     /// Since when it holds (RFC 3339 or Unix epoch milliseconds).
     #[serde(default)]
-    pub valid_from: Option<TimeArg>,
+    pub valid_from: Option<Timestamp>,
     /// Until when it holds, exclusive.
     #[serde(default)]
-    pub valid_until: Option<TimeArg>,
+    pub valid_until: Option<Timestamp>,
     /// Your confidence, 0 to 1 (default 1).
     #[serde(default)]
     pub confidence: Option<f64>,
@@ -679,17 +662,6 @@ pub struct AddFactArgs {
     /// it a different value stands beside the old one as an open conflict.
     #[serde(default)]
     pub supersede: bool,
-}
-
-impl TimeArg {
-    fn millis(&self, field: &str) -> Result<i64, ServiceError> {
-        match self {
-            TimeArg::Millis(ms) => Ok(*ms),
-            TimeArg::Text(t) => chrono::DateTime::parse_from_rfc3339(t)
-                .map(|d| d.timestamp_millis())
-                .map_err(|e| ServiceError::InvalidRequest(format!("{field}: {e}"))),
-        }
-    }
 }
 
 /// Arguments of `add_preference`.
@@ -840,13 +812,10 @@ pub struct SimilarTracesArgs {
     /// Only traces that succeeded.
     #[serde(default)]
     pub success_only: bool,
-    /// At most this many (default 5).
+    /// At most this many (default 10, at most 100).
     #[serde(default)]
     pub limit: Option<usize>,
 }
-
-/// Most steps `record_trace` takes in one call.
-const MAX_TRACE_STEPS: usize = 100;
 
 #[tool_router]
 impl CairnMcp {
@@ -1211,14 +1180,8 @@ impl CairnMcp {
             subject: args.subject,
             predicate: args.predicate,
             object: args.object,
-            valid_from: args
-                .valid_from
-                .map(|t| t.millis("valid_from"))
-                .transpose()?,
-            valid_until: args
-                .valid_until
-                .map(|t| t.millis("valid_until"))
-                .transpose()?,
+            valid_from: args.valid_from,
+            valid_until: args.valid_until,
             confidence: args.confidence,
             evidence_refs: args.evidence_refs,
             supersede: args.supersede,
@@ -1341,72 +1304,35 @@ impl CairnMcp {
     ) -> Result<CallToolResult, ServiceError> {
         let who = self.principal(ctx).await?;
         let args: RecordTraceArgs = parse(args)?;
-        cairn_models::limits::check_count("steps", args.steps.len(), MAX_TRACE_STEPS)?;
-        let scope: Scope = args.scope.into();
-        let trace = self
-            .engine
-            .start_trace(
-                &who,
-                TraceRequest {
-                    scope: scope.clone(),
-                    task: args.task,
-                    trace_key: args.trace_key,
-                },
-            )
-            .await?;
-        // Each step and call with its number: a replay (same `trace_key`) answers what is
-        // stored and adds only what an interrupted call did not store.
-        for (i, s) in args.steps.into_iter().enumerate() {
-            let step = self
-                .engine
-                .add_step(
-                    &who,
-                    &trace.id,
-                    StepRequest {
-                        scope: scope.clone(),
-                        thought: s.thought,
-                        action: s.action,
-                        observation: s.observation,
-                        step_number: Some(i as u32 + 1),
-                    },
-                )
-                .await?;
-            for (j, c) in s.tool_calls.into_iter().enumerate() {
-                self.engine
-                    .record_tool_call(
-                        &who,
-                        &step.id,
-                        ToolCallRequest {
-                            scope: scope.clone(),
+        let request = RecordTraceRequest {
+            scope: args.scope.into(),
+            task: args.task,
+            steps: args
+                .steps
+                .into_iter()
+                .map(|s| RecordedStep {
+                    thought: s.thought,
+                    action: s.action,
+                    observation: s.observation,
+                    tool_calls: s
+                        .tool_calls
+                        .into_iter()
+                        .map(|c| RecordedToolCall {
                             tool_name: c.tool_name,
                             arguments: c.arguments.map(serde_json::Value::Object),
                             result: c.result,
                             status: c.status.map(Into::into),
                             duration_ms: c.duration_ms,
                             error: c.error,
-                            call_number: Some(j as u32 + 1),
-                        },
-                    )
-                    .await?;
-            }
-        }
-        if args.outcome.is_some() || args.success.is_some() {
-            self.engine
-                .complete_trace(
-                    &who,
-                    &trace.id,
-                    CompleteTraceRequest {
-                        scope: scope.clone(),
-                        outcome: args.outcome,
-                        success: args.success,
-                    },
-                )
-                .await?;
-        }
-        let view = self
-            .engine
-            .get_trace(&who, &scope.partition(), &trace.id)
-            .await?;
+                        })
+                        .collect(),
+                })
+                .collect(),
+            outcome: args.outcome,
+            success: args.success,
+            trace_key: args.trace_key,
+        };
+        let view = self.engine.record_trace(&who, request).await?;
         let calls: usize = view.steps.iter().map(|s| s.tool_calls.len()).sum();
         let text = format!(
             "Recorded trace:{} ({} steps, {calls} tool calls){}.",
@@ -1435,7 +1361,8 @@ impl CairnMcp {
                 &who,
                 &partition,
                 &args.task,
-                args.limit.unwrap_or(5),
+                args.limit
+                    .unwrap_or(cairn_service::knowledge::DEFAULT_SEARCH),
                 args.success_only,
             )
             .await?;

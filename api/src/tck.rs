@@ -1204,6 +1204,11 @@ async fn get_entity_graph(b: &Bridge) -> Answer {
     }))
 }
 
+/// The key of the trace holding a conversation's flat steps.
+fn conversation_trace_key(conversation: &str) -> String {
+    format!("conversation-{conversation}")
+}
+
 /// The trace holding a conversation's flat steps: one per conversation, keyed by it.
 async fn conversation_trace(b: &Bridge, conversation: &str) -> Result<Trace, BridgeError> {
     Ok(b.engine
@@ -1212,7 +1217,7 @@ async fn conversation_trace(b: &Bridge, conversation: &str) -> Result<Trace, Bri
             TraceRequest {
                 scope: b.scope(Some(conversation)),
                 task: format!("Conversation {conversation}"),
-                trace_key: Some(format!("conversation-{conversation}")),
+                trace_key: Some(conversation_trace_key(conversation)),
             },
         )
         .await?)
@@ -1257,27 +1262,32 @@ async fn record_step(b: &Bridge, req: RecordStep) -> Answer {
     ok(agent_step(&req.conversation_id, &s))
 }
 
-async fn conversation_steps(b: &Bridge, conversation: &str) -> Result<TraceView, BridgeError> {
-    let t = conversation_trace(b, conversation).await?;
+/// A conversation's steps, read without writing: no trace yet is no steps.
+async fn conversation_steps(b: &Bridge, conversation: &str) -> Result<Vec<StepView>, BridgeError> {
     Ok(b.engine
-        .get_trace(&Principal::Local, &b.partition(), &t.id)
-        .await?)
+        .trace_by_key(
+            &Principal::Local,
+            &b.partition(),
+            &conversation_trace_key(conversation),
+        )
+        .await?
+        .map(|view| view.steps)
+        .unwrap_or_default())
 }
 
 async fn list_steps(b: &Bridge, req: ConversationId) -> Answer {
-    let view = conversation_steps(b, &req.conversation_id).await?;
-    ok(json!(view
-        .steps
+    let steps = conversation_steps(b, &req.conversation_id).await?;
+    ok(json!(steps
         .iter()
         .map(|s| agent_step(&req.conversation_id, &s.step))
         .collect::<Vec<_>>()))
 }
 
 async fn get_trace_by_conversation(b: &Bridge, req: ConversationId) -> Answer {
-    let view = conversation_steps(b, &req.conversation_id).await?;
+    let steps = conversation_steps(b, &req.conversation_id).await?;
     ok(json!({
         "conversation_id": req.conversation_id,
-        "steps": view.steps.iter().map(|s| agent_step(&req.conversation_id, &s.step)).collect::<Vec<_>>(),
-        "tool_calls": view.steps.iter().flat_map(|s| s.tool_calls.iter().map(tool_call)).collect::<Vec<_>>(),
+        "steps": steps.iter().map(|s| agent_step(&req.conversation_id, &s.step)).collect::<Vec<_>>(),
+        "tool_calls": steps.iter().flat_map(|s| s.tool_calls.iter().map(tool_call)).collect::<Vec<_>>(),
     }))
 }

@@ -2,8 +2,9 @@
 //! passes or fails on time.
 //!
 //! The engine is assembled by the evaluation harness's stack (`cairn_eval::stack`: the model
-//! in an [`EvalEnv`], store and write path in a [`Workspace`]), the one assembly path `cairn
-//! eval` uses too; the store honours `CAIRN_SYNC` (to measure the durability cost).
+//! in an [`cairn_eval::EvalEnv`], store and write path in a [`Workspace`]), the one assembly path `cairn
+//! eval` uses too; the store honours `store.sync` / `CAIRN_SYNC` (to measure the durability
+//! cost).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,12 +12,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use cairn_eval::stack::{Workspace, WorkspaceOptions};
-use cairn_eval::EvalEnv;
 use cairn_ingest::{Chunker, DocumentInput, MediaType, Progress};
 use cairn_models::ids::{chunk_point_id, document_id, document_record_id};
 use cairn_models::{PointKind, Scope, StoredPoint, TrustOrigin};
 use cairn_recall::{RecallConfig, RecallRequest};
-use cairn_store::{Filter, SearchMode, SearchRequest, SyncPolicy, UpsertPoint};
+use cairn_store::{Filter, SearchMode, SearchRequest, UpsertPoint};
 use clap::Subcommand;
 
 #[derive(Debug, Subcommand)]
@@ -258,18 +258,19 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[idx.min(sorted.len() - 1)].as_secs_f64() * 1e3
 }
 
-/// The store's options: the default chunking, and the durability `CAIRN_SYNC` asks for.
-fn workspace_options() -> Result<WorkspaceOptions> {
-    Ok(WorkspaceOptions {
+/// The store's options: the default chunking, and the configured durability (`store.sync`,
+/// `CAIRN_SYNC`).
+fn workspace_options(app: &crate::App) -> WorkspaceOptions {
+    WorkspaceOptions {
         whole_document: false,
-        sync: SyncPolicy::from_env()?,
-    })
+        sync: app.config.store.sync,
+    }
 }
 
-pub async fn run(which: BenchCommand) -> Result<std::process::ExitCode> {
+pub async fn run(app: &crate::App, which: BenchCommand) -> Result<std::process::ExitCode> {
     match which {
         BenchCommand::Ingest { corpus, docs, json } => {
-            bench_ingest(corpus.as_deref(), docs, json).await?
+            bench_ingest(app, corpus.as_deref(), docs, json).await?
         }
         BenchCommand::Recall {
             chunks,
@@ -281,7 +282,7 @@ pub async fn run(which: BenchCommand) -> Result<std::process::ExitCode> {
             let mut reports = Vec::new();
             for n in chunks {
                 let dump = dump_corpus.as_ref().map(|d| d.join(format!("chunks-{n}")));
-                reports.push(bench_recall(n, queries, base, dump.as_deref(), json).await?);
+                reports.push(bench_recall(app, n, queries, base, dump.as_deref(), json).await?);
             }
             if json {
                 println!("{}", serde_json::to_string_pretty(&reports)?);
@@ -293,7 +294,12 @@ pub async fn run(which: BenchCommand) -> Result<std::process::ExitCode> {
     Ok(std::process::ExitCode::SUCCESS)
 }
 
-async fn bench_ingest(corpus: Option<&Path>, n_docs: usize, json: bool) -> Result<()> {
+async fn bench_ingest(
+    app: &crate::App,
+    corpus: Option<&Path>,
+    n_docs: usize,
+    json: bool,
+) -> Result<()> {
     let texts: Vec<(String, String)> = match corpus {
         Some(path) => cairn_ingest::beir::read_corpus(path)?
             .into_iter()
@@ -307,9 +313,9 @@ async fn bench_ingest(corpus: Option<&Path>, n_docs: usize, json: bool) -> Resul
                 .collect()
         }
     };
-    let options = workspace_options()?;
+    let options = workspace_options(app);
     let work = tempfile::tempdir()?;
-    let raw_env = EvalEnv::open(None).await?;
+    let raw_env = app.eval_env(None).await?;
     let raw_embedder = &raw_env.embedder;
     // Both sessions are warmed up outside the timings (the first inference of an ONNX
     // session pays for graph optimisation and allocation).
@@ -347,9 +353,9 @@ async fn bench_ingest(corpus: Option<&Path>, n_docs: usize, json: bool) -> Resul
     drop(raw_env);
 
     // The whole pipeline on a fresh store and an empty embedding cache.
-    let env = EvalEnv::open(Some(work.path().join("embed-cache"))).await?;
+    let env = app.eval_env(Some(work.path().join("embed-cache"))).await?;
     env.embedder.embed_query("warm-up query").await?;
-    let ws = Workspace::open(&env.embedder, options).await?;
+    let ws = Workspace::open(&env, options).await?;
     let (store, ingestor) = (&ws.store, &ws.ingestor);
     let scope = Scope::default();
     let inputs = || {
@@ -496,6 +502,7 @@ impl CorpusDump {
 }
 
 async fn bench_recall(
+    app: &crate::App,
     n_chunks: usize,
     n_queries: usize,
     n_base: usize,
@@ -505,10 +512,10 @@ async fn bench_recall(
     let mut dump = dump.map(CorpusDump::create).transpose()?;
     reset_peak_rss();
     let anon_peak = AnonPeak::start();
-    let options = workspace_options()?;
-    let env = EvalEnv::open(None).await?;
+    let options = workspace_options(app);
+    let env = app.eval_env(None).await?;
     let embedder = &env.embedder;
-    let ws = Workspace::open(embedder, options).await?;
+    let ws = Workspace::open(&env, options).await?;
     let store = &ws.store;
     let scope = Scope::default();
     let partition = scope.partition();

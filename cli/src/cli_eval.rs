@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use cairn_eval::beir::{BeirOptions, DocMode};
 use cairn_eval::locomo::LocomoOptions;
 use cairn_eval::retrieval::parse_modes;
-use cairn_eval::{EvalEnv, Event, Fusion, Observer};
+use cairn_eval::{Event, Fusion, Observer};
 use clap::{Args, Subcommand};
 
 #[derive(Debug, Subcommand)]
@@ -189,10 +189,10 @@ pub struct OutArgs {
     dump_legs: Option<PathBuf>,
 }
 
-fn cache_dir(out: &OutArgs) -> PathBuf {
-    out.cache_dir.clone().unwrap_or_else(|| {
-        cairn_eval::stack::default_cache_dir(&cairn_embed::EmbedConfig::from_env())
-    })
+fn cache_dir(app: &crate::App, out: &OutArgs) -> PathBuf {
+    out.cache_dir
+        .clone()
+        .unwrap_or_else(|| cairn_eval::stack::default_cache_dir(app.embed()))
 }
 
 /// A progress bar on a terminal, progress lines every 10 s otherwise (on stderr).
@@ -256,7 +256,7 @@ fn check_dir(p: &Path, what: &str) -> Result<()> {
 }
 
 /// Runs an `eval` subcommand.
-pub async fn run(which: EvalCommand) -> Result<ExitCode> {
+pub async fn run(app: &crate::App, which: EvalCommand) -> Result<ExitCode> {
     match which {
         EvalCommand::Beir {
             data,
@@ -286,7 +286,7 @@ pub async fn run(which: EvalCommand) -> Result<ExitCode> {
             opts.probe_limit = packs.probe_limit;
             opts.holdout = holdout;
             opts.dump_legs = out.dump_legs.clone();
-            let env = EvalEnv::open(Some(cache_dir(&out))).await?;
+            let env = app.eval_env(Some(cache_dir(app, &out))).await?;
             let report = cairn_eval::beir::run(&env, &opts, &observer()).await?;
             let written = match &out.out {
                 Some(dir) => cairn_eval::write_beir(&report, dir)?,
@@ -319,7 +319,7 @@ pub async fn run(which: EvalCommand) -> Result<ExitCode> {
             opts.probes = packs.probes.clone();
             opts.probe_limit = packs.probe_limit;
             opts.dump_legs = out.dump_legs.clone();
-            let env = EvalEnv::open(Some(cache_dir(&out))).await?;
+            let env = app.eval_env(Some(cache_dir(app, &out))).await?;
             let report = cairn_eval::locomo::run(&env, &opts, &observer()).await?;
             let written = match &out.out {
                 Some(dir) => cairn_eval::write_locomo(&report, dir)?,
@@ -335,8 +335,8 @@ pub async fn run(which: EvalCommand) -> Result<ExitCode> {
         }
         EvalCommand::Scenarios { dir, json } => {
             check_dir(&dir, "scenario directory")?;
-            let env = EvalEnv::open(None).await?;
-            let results = cairn_eval::scenario::run_dir(&env.embedder, &dir).await?;
+            let env = app.eval_env(None).await?;
+            let results = cairn_eval::scenario::run_dir(&env, &dir).await?;
             if json {
                 println!("{}", cairn_eval::report::to_json(&results)?);
             } else {

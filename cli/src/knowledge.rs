@@ -51,7 +51,7 @@ pub enum EntitiesCommand {
         query: String,
         #[arg(long = "type")]
         entity_type: Option<String>,
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = cairn_service::knowledge::DEFAULT_SEARCH)]
         limit: usize,
         /// Exact name or alias (case-insensitive) instead of a search by meaning.
         #[arg(long)]
@@ -183,7 +183,7 @@ pub enum PrefsCommand {
         query: String,
         #[arg(long)]
         category: Option<String>,
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = cairn_service::knowledge::DEFAULT_SEARCH)]
         limit: usize,
     },
 }
@@ -213,7 +213,7 @@ pub enum TracesCommand {
         /// Only traces completed successfully.
         #[arg(long)]
         success_only: bool,
-        #[arg(long, default_value_t = 5)]
+        #[arg(long, default_value_t = cairn_service::knowledge::DEFAULT_SEARCH)]
         limit: usize,
     },
 }
@@ -474,7 +474,7 @@ pub async fn entities(
             let found = engine
                 .suggest_entities(
                     &WHO,
-                    cairn_service::knowledge::SuggestRequest {
+                    cairn_service::suggestions::SuggestRequest {
                         scope: scope.clone(),
                         conversation_id: conversation,
                         min_mentions: Some(min_mentions),
@@ -545,8 +545,8 @@ pub async fn facts(engine: &Engine, scope: &Scope, json: bool, cmd: FactsCommand
                         subject,
                         predicate,
                         object,
-                        valid_from: epoch_ms("--valid-from", valid_from)?,
-                        valid_until: epoch_ms("--valid-until", valid_until)?,
+                        valid_from: epoch_ms("--valid-from", valid_from)?.map(Into::into),
+                        valid_until: epoch_ms("--valid-until", valid_until)?.map(Into::into),
                         confidence,
                         evidence_refs: evidence,
                         supersede,

@@ -14,7 +14,6 @@ use cairn_models::pack::TurnMode;
 use cairn_models::Scope;
 use cairn_service::turns::PrepareRequest;
 use cairn_service::{Auth, Engine, Principal};
-use cairn_store::ServerConfig as QdrantConfig;
 use clap::{Args, Parser, Subcommand};
 
 mod bench;
@@ -29,14 +28,15 @@ mod tck;
     about = "Cairn: agent memory with citations, on embedded Qdrant"
 )]
 struct Cli {
-    /// Data directory (the embedded Qdrant shard and the embedding cache live here).
-    #[arg(
-        long,
-        global = true,
-        env = "CAIRN_DATA_DIR",
-        default_value = "./cairn-data"
-    )]
-    data_dir: PathBuf,
+    /// Configuration file (TOML; `cairn config` prints the effective configuration) [env:
+    /// CAIRN_CONFIG; default: ./cairn.toml when it exists]. Flags beat the environment,
+    /// which beats the file.
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// Data directory (the embedded Qdrant shard and the embedding cache live here) [env:
+    /// CAIRN_DATA_DIR; default: ./cairn-data].
+    #[arg(long, global = true)]
+    data_dir: Option<PathBuf>,
     #[command(flatten)]
     store: StoreArgs,
     #[command(flatten)]
@@ -46,42 +46,20 @@ struct Cli {
 }
 
 /// The store: the embedded engine in `--data-dir` (default), or a Qdrant server or cluster.
-/// Shards, replication and consistency come from the environment
-/// (`CAIRN_QDRANT_SHARDS`, `CAIRN_QDRANT_REPLICATION`, `CAIRN_QDRANT_WRITE_CONSISTENCY`,
-/// `CAIRN_QDRANT_READ_CONSISTENCY`, `CAIRN_QDRANT_TIMEOUT_SECS`).
+/// Shards, replication and consistency are `store.qdrant.*` settings (`cairn config`).
 #[derive(Debug, Clone, Args)]
 struct StoreArgs {
-    /// Qdrant server gRPC URL (e.g. http://127.0.0.1:6334; https:// for TLS). Without it
-    /// the embedded store in --data-dir is used.
-    #[arg(long, global = true, env = "CAIRN_QDRANT_URL")]
+    /// Qdrant server gRPC URL (e.g. http://127.0.0.1:6334; https:// for TLS) [env:
+    /// CAIRN_QDRANT_URL]. Without it the embedded store in --data-dir is used.
+    #[arg(long, global = true)]
     qdrant_url: Option<String>,
-    /// API key of the Qdrant server.
-    #[arg(
-        long,
-        global = true,
-        env = "CAIRN_QDRANT_API_KEY",
-        hide_env_values = true
-    )]
+    /// API key of the Qdrant server [env: CAIRN_QDRANT_API_KEY].
+    #[arg(long, global = true)]
     qdrant_api_key: Option<String>,
-    /// Collection on the server [default: cairn]; `{dir}` becomes a digest of --data-dir.
-    #[arg(long, global = true, env = "CAIRN_QDRANT_COLLECTION")]
+    /// Collection on the server [env: CAIRN_QDRANT_COLLECTION; default: cairn]; `{dir}`
+    /// becomes a digest of --data-dir.
+    #[arg(long, global = true)]
     qdrant_collection: Option<String>,
-}
-
-impl StoreArgs {
-    /// Sets `CAIRN_QDRANT_URL`, `CAIRN_QDRANT_API_KEY` and `CAIRN_QDRANT_COLLECTION` from the
-    /// flags (clap already read the variables into them). Call while single-threaded.
-    fn export_env(&self) {
-        for (name, value) in [
-            ("CAIRN_QDRANT_URL", &self.qdrant_url),
-            ("CAIRN_QDRANT_API_KEY", &self.qdrant_api_key),
-            ("CAIRN_QDRANT_COLLECTION", &self.qdrant_collection),
-        ] {
-            if let Some(v) = value {
-                std::env::set_var(name, v);
-            }
-        }
-    }
 }
 
 /// The identity scope. Tenant, user and namespace are the storage boundary; agent and
@@ -135,26 +113,36 @@ enum Command {
     },
     /// Serve the HTTP API.
     Serve {
-        /// Address to listen on. Without API keys only loopback addresses are allowed.
-        #[arg(long, env = "CAIRN_ADDR", default_value = "127.0.0.1:7878")]
-        addr: SocketAddr,
-        /// File of API key entries (`<sha256-hex>:<tenant>[:<users>[:proposer]]`, one per line).
-        #[arg(long, env = "CAIRN_API_KEYS_FILE")]
+        /// Address to listen on [env: CAIRN_ADDR; default: 127.0.0.1:7878]. Without API keys
+        /// only loopback addresses are allowed.
+        #[arg(long)]
+        addr: Option<String>,
+        /// File of API key entries (`<sha256-hex>:<tenant>[:<users>[:proposer]]`, one per
+        /// line) [env: CAIRN_API_KEYS_FILE].
+        #[arg(long)]
         api_keys: Option<PathBuf>,
-        /// Largest request body in bytes.
-        #[arg(long, default_value_t = 16 * 1024 * 1024)]
-        max_body: usize,
-        /// Request timeout in seconds.
-        #[arg(long, default_value_t = 60)]
-        timeout: u64,
+        /// Largest request body in bytes [env: CAIRN_MAX_BODY; default: 16 MiB].
+        #[arg(long)]
+        max_body: Option<String>,
+        /// Request timeout in seconds [env: CAIRN_REQUEST_TIMEOUT_SECS; default: 60].
+        #[arg(long)]
+        timeout: Option<String>,
         /// Seconds a connection may take to send a request's headers, and may stay idle
-        /// between requests, before it is closed.
-        #[arg(long, default_value_t = 10)]
-        header_timeout: u64,
+        /// between requests, before it is closed [env: CAIRN_HEADER_TIMEOUT_SECS; default:
+        /// 10].
+        #[arg(long)]
+        header_timeout: Option<String>,
         /// Most connections open at once (lowered to fit the open-file limit; more wait in
-        /// the listen backlog).
-        #[arg(long, default_value_t = 1024)]
-        max_connections: usize,
+        /// the listen backlog) [env: CAIRN_MAX_CONNECTIONS; default: 1024].
+        #[arg(long)]
+        max_connections: Option<String>,
+    },
+    /// Print the effective configuration: every setting, its value and where it came from
+    /// (default, the file, a variable or a flag), as TOML that can start a `cairn.toml`.
+    Config {
+        /// Print JSON instead.
+        #[arg(long)]
+        json: bool,
     },
     /// Ingest files and directories (.txt, .md, .pdf), or messages (--messages).
     Ingest {
@@ -329,30 +317,27 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("CAIRN_LOG").unwrap_or_else(|_| {
-                tracing_subscriber::EnvFilter::new(
-                    "warn,qdrant_edge=error,cairn=info,cairn_api=info",
-                )
-            }),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
-    // The store flags are aliases of their variables. Written back here, before any thread
-    // exists, so every part of the process that reads the environment (evaluation
-    // workspaces, benchmarks, the TCK bridge) uses the store the flags name.
-    cli.store.export_env();
     if let Command::ExtractWorker { args } = &cli.command {
-        // Before the async runtime: the worker needs no threads, and it caps its own
-        // address space.
+        // Before anything else: the worker needs no configuration and no threads, and it
+        // caps its own address space.
         return cairn_ingest::extract::isolate::worker_main(args);
     }
-    if let Err(e) = isolate_extraction() {
-        eprintln!("error: {e:#}");
-        return std::process::ExitCode::FAILURE;
-    }
+    let (app, filter) = match App::new(&cli).and_then(|app| {
+        let filter = tracing_subscriber::EnvFilter::try_new(&app.config.log)
+            .with_context(|| format!("configuration: log = {:?}", app.config.log))?;
+        Ok((app, filter))
+    }) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -363,7 +348,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    match runtime.block_on(run(cli, app)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -372,24 +357,135 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// Makes every `IngestConfig` of this process extract PDFs in `cairn extract-worker`
-/// children with limits (`CAIRN_EXTRACT_*`), so a hostile file costs only itself, never
-/// the server or the rest of a batch.
-fn isolate_extraction() -> Result<()> {
-    use cairn_ingest::extract::{Extractor, WorkerLimits};
-    let exe = std::env::current_exe().context("locating the cairn binary for extraction")?;
-    let limits = WorkerLimits::from_env()?;
-    Extractor::set_process_default(Extractor::isolated(exe, limits));
-    Ok(())
+/// What every command runs with: the configuration, read once at start, and the extractor
+/// every engine of this process uses.
+pub(crate) struct App {
+    pub config: cairn_config::Config,
+    /// PDFs in `cairn extract-worker` children with the `extract.*` limits, so a hostile
+    /// file costs only itself, never the server or the rest of a batch.
+    extractor: cairn_ingest::extract::Extractor,
 }
 
-pub(crate) async fn open_engine(data_dir: &Path) -> Result<Arc<Engine>> {
-    let dir = data_dir.to_path_buf();
-    // The store flags are in the environment by now (`StoreArgs::export_env`).
-    let engine = tokio::task::spawn_blocking(move || Engine::open(&dir))
+impl App {
+    /// Loads the configuration: the file (`--config`, else `CAIRN_CONFIG`, else
+    /// `./cairn.toml` when it exists), then the environment, then the flags.
+    fn new(cli: &Cli) -> Result<App> {
+        let env = |name: &str| std::env::var(name).ok();
+        let named = cli.config.clone().or_else(|| {
+            env(cairn_config::FILE_ENV)
+                .filter(|v| !v.trim().is_empty())
+                .map(PathBuf::from)
+        });
+        let path = match named {
+            Some(p) => Some(p),
+            None => {
+                let default = PathBuf::from(cairn_config::DEFAULT_FILE);
+                default.is_file().then_some(default)
+            }
+        };
+        let text = path
+            .as_ref()
+            .map(|p| {
+                std::fs::read_to_string(p)
+                    .with_context(|| format!("reading the configuration file {}", p.display()))
+            })
+            .transpose()?;
+        let flags = flags(cli);
+        let config = cairn_config::Config::load(&cairn_config::Sources {
+            file: path.as_deref().zip(text.as_deref()),
+            env: &env,
+            flags: &flags,
+        })?;
+        if let Some(spec) = &config.failpoints {
+            cairn_models::failpoint::arm(spec);
+        }
+        let exe = std::env::current_exe().context("locating the cairn binary for extraction")?;
+        let extractor = cairn_ingest::extract::Extractor::isolated(exe, config.extract.clone());
+        Ok(App { config, extractor })
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.config.data_dir
+    }
+
+    /// The model configuration.
+    pub fn embed(&self) -> &cairn_embed::EmbedConfig {
+        &self.config.embed
+    }
+
+    /// Opens the engine on the configured data directory and store (blocking work off the
+    /// runtime).
+    pub async fn open_engine(&self) -> Result<Arc<Engine>> {
+        let dir = self.config.data_dir.clone();
+        let embed = self.config.embed.clone();
+        let options = cairn_service::EngineOptions {
+            extractor: Some(self.extractor.clone()),
+            ..self.config.engine_options()?
+        };
+        let engine = tokio::task::spawn_blocking(move || Engine::open_with(&dir, &embed, options))
+            .await
+            .context("engine start-up task")??;
+        Ok(Arc::new(engine))
+    }
+
+    /// The model alone, with workspaces of the evaluation harness on the configured store
+    /// (a server gets one collection per workspace).
+    pub async fn eval_env(&self, cache_dir: Option<PathBuf>) -> Result<cairn_eval::EvalEnv> {
+        let env = cairn_eval::EvalEnv::open(self.config.embed.clone(), cache_dir).await?;
+        let server = self.config.server(env.embedder.spec().dim)?;
+        Ok(env.on_server(server))
+    }
+
+    /// The dimension of the configured model (loads it; nothing is embedded).
+    pub async fn model_dim(&self) -> Result<usize> {
+        let embed = self.config.embed.clone();
+        Ok(tokio::task::spawn_blocking(move || {
+            cairn_embed::Embedder::open(&embed, None).map(|e| e.spec().dim)
+        })
         .await
-        .context("engine start-up task")??;
-    Ok(Arc::new(engine))
+        .context("model start-up task")??)
+    }
+}
+
+/// The configuration keys the command line sets.
+fn flags(cli: &Cli) -> Vec<(&'static str, String)> {
+    let mut out: Vec<(&'static str, String)> = Vec::new();
+    let mut set = |key: &'static str, value: Option<String>| {
+        if let Some(v) = value {
+            out.push((key, v));
+        }
+    };
+    set(
+        "data_dir",
+        cli.data_dir.as_ref().map(|p| p.display().to_string()),
+    );
+    set("store.qdrant.url", cli.store.qdrant_url.clone());
+    set("store.qdrant.api_key", cli.store.qdrant_api_key.clone());
+    set(
+        "store.qdrant.collection",
+        cli.store.qdrant_collection.clone(),
+    );
+    if let Command::Serve {
+        addr,
+        api_keys,
+        max_body,
+        timeout,
+        header_timeout,
+        max_connections,
+    } = &cli.command
+    {
+        set("serve.addr", addr.clone());
+        set(
+            "serve.api_keys_file",
+            api_keys.as_ref().map(|p| p.display().to_string()),
+        );
+        set("serve.max_body_bytes", max_body.clone());
+        set("serve.timeout_secs", timeout.clone());
+        set("serve.header_timeout_secs", header_timeout.clone());
+        set("serve.max_connections", max_connections.clone());
+    }
+    out
 }
 
 /// `cairn grants ...`.
@@ -510,17 +606,31 @@ async fn grants(engine: &Engine, scope: &Scope, action: GrantsCommand) -> Result
     Ok(())
 }
 
-async fn run(cli: Cli) -> Result<std::process::ExitCode> {
+async fn run(cli: Cli, app: App) -> Result<std::process::ExitCode> {
     use std::process::ExitCode;
     match cli.command {
-        Command::Bench { which } => bench::run(which).await,
-        Command::Eval { which } => cli_eval::run(which).await,
+        Command::Bench { which } => bench::run(&app, which).await,
+        Command::Eval { which } => cli_eval::run(&app, which).await,
+        Command::Config { json } => {
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&serde_json::json!({
+                        "file": app.config.file,
+                        "settings": app.config.entries(),
+                    }))?
+                );
+            } else {
+                print!("{}", app.config.render());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::ExtractWorker { .. } => bail!("extract-worker runs before the async runtime"),
         Command::Mcp => {
-            let engine = open_engine(&cli.data_dir).await?;
+            let engine = app.open_engine().await?;
             eprintln!(
                 "cairn: MCP server on stdio (data dir {})",
-                cli.data_dir.display()
+                app.data_dir().display()
             );
             cairn_api::mcp::serve_stdio(Arc::clone(&engine))
                 .await
@@ -530,31 +640,31 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
         }
         Command::Grants { action } => {
             let scope = cli.scope.scope()?;
-            let engine = open_engine(&cli.data_dir).await?;
+            let engine = app.open_engine().await?;
             grants(&engine, &scope, action).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Entities { json, action } => {
             let scope = cli.scope.scope()?;
-            let engine = open_engine(&cli.data_dir).await?;
+            let engine = app.open_engine().await?;
             knowledge::entities(&engine, &scope, json, action).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Facts { json, action } => {
             let scope = cli.scope.scope()?;
-            let engine = open_engine(&cli.data_dir).await?;
+            let engine = app.open_engine().await?;
             knowledge::facts(&engine, &scope, json, action).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Prefs { json, action } => {
             let scope = cli.scope.scope()?;
-            let engine = open_engine(&cli.data_dir).await?;
+            let engine = app.open_engine().await?;
             knowledge::prefs(&engine, &scope, json, action).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Traces { json, action } => {
             let scope = cli.scope.scope()?;
-            let engine = open_engine(&cli.data_dir).await?;
+            let engine = app.open_engine().await?;
             let session = cli.scope.session.as_deref();
             knowledge::traces(&engine, &scope, session, json, action).await?;
             Ok(ExitCode::SUCCESS)
@@ -565,7 +675,7 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
             json,
         } => {
             let scope = cli.scope.scope()?;
-            let engine = open_engine(&cli.data_dir).await?;
+            let engine = app.open_engine().await?;
             knowledge::forget(&engine, &scope, reference, hard, json).await?;
             Ok(ExitCode::SUCCESS)
         }
@@ -578,8 +688,7 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
             page,
         } => {
             migrate(
-                &cli.data_dir,
-                &cli.store,
+                &app,
                 MigrateArgs {
                     from,
                     to,
@@ -593,44 +702,38 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Backup { to, server } => {
-            backup(&cli.data_dir, &to, server.as_deref()).await?;
+            backup(&app, &to, server.as_deref()).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Restore { from } => {
-            restore(&from, &cli.data_dir).await?;
+            restore(&app, &from).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::HashKey { key } => {
             println!("{}", cairn_models::ids::sha256_hex(key.as_bytes()));
             Ok(ExitCode::SUCCESS)
         }
-        Command::TckBridge { addr, tenant, user } => {
-            tck::run(&cli.data_dir, addr, &tenant, &user).await
-        }
-        Command::Serve {
-            addr,
-            api_keys,
-            max_body,
-            timeout,
-            header_timeout,
-            max_connections,
-        } => {
+        Command::TckBridge { addr, tenant, user } => tck::run(&app, addr, &tenant, &user).await,
+        Command::Serve { .. } => {
+            // The flags are in the configuration (`flags`).
+            let serve = app.config.serve.clone();
+            let addr = serve.addr;
             // Connections are open files: take the hard limit (Debian's default soft limit is
             // 1,024, which a burst of idle clients can exhaust).
             if let Err(e) = rlimit::increase_nofile_limit(u64::MAX) {
                 eprintln!("cairn: could not raise the open-file limit: {e}");
             }
-            let spec = match (&api_keys, std::env::var("CAIRN_API_KEYS")) {
+            let spec = match (&serve.api_keys_file, &serve.api_keys) {
                 (Some(path), _) => std::fs::read_to_string(path)
                     .with_context(|| format!("reading {}", path.display()))?,
-                (None, Ok(v)) => v,
-                (None, Err(_)) => String::new(),
+                (None, Some(v)) => v.clone(),
+                (None, None) => String::new(),
             };
             let auth = Auth::parse(&spec).map_err(anyhow::Error::msg)?;
             if !auth.enabled() && !addr.ip().is_loopback() {
                 bail!("refusing to listen on {addr} without API keys: configure keys (--api-keys or CAIRN_API_KEYS) or use a loopback address");
             }
-            let engine = open_engine(&cli.data_dir).await?;
+            let engine = app.open_engine().await?;
             // A server store that is unreachable, or holds vectors of another model, stops
             // the start here instead of failing the first requests.
             engine
@@ -652,10 +755,10 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
                 auth: auth.clone(),
                 metrics: Metrics::default(),
                 config: ServerConfig {
-                    max_body_bytes: max_body,
-                    request_timeout: Duration::from_secs(timeout),
-                    header_read_timeout: Duration::from_secs(header_timeout.max(1)),
-                    max_connections,
+                    max_body_bytes: serve.max_body_bytes,
+                    request_timeout: serve.request_timeout,
+                    header_read_timeout: serve.header_timeout,
+                    max_connections: serve.max_connections,
                 },
             });
             let listener = tokio::net::TcpListener::bind(addr)
@@ -687,7 +790,7 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
                     "nothing to ingest: give files or directories, --messages FILE or --beir FILE"
                 );
             }
-            let engine = open_engine(&cli.data_dir).await?;
+            let engine = app.open_engine().await?;
             let mut failed = false;
             if let Some(file) = messages {
                 let text = std::fs::read_to_string(&file)
@@ -748,7 +851,7 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
             json,
         } => {
             let scope = cli.scope.scope()?;
-            let engine = open_engine(&cli.data_dir).await?;
+            let engine = app.open_engine().await?;
             // The same service call as `POST /v1/turns/prepare`: one envelope, one set of
             // rules (query limits, turn id), whatever the door.
             let envelope = engine
@@ -773,7 +876,7 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
         }
         Command::Documents { json } => {
             let scope = cli.scope.scope()?;
-            let engine = open_engine(&cli.data_dir).await?;
+            let engine = app.open_engine().await?;
             let docs = engine
                 .list_documents(&Principal::Local, &scope.partition())
                 .await?;
@@ -800,7 +903,7 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
         }
         Command::Stats { json } => {
             let scope = cli.scope.scope()?;
-            let engine = open_engine(&cli.data_dir).await?;
+            let engine = app.open_engine().await?;
             let stats = engine.counts(&Principal::Local, &scope.partition()).await?;
             let total = engine.count_all().await?;
             if json {
@@ -832,7 +935,7 @@ async fn run(cli: Cli) -> Result<std::process::ExitCode> {
 
 /// `cairn migrate`'s arguments.
 /// `cairn backup`: through a running server (`--server`), or on the data directory.
-async fn backup(data_dir: &Path, to: &Path, server: Option<&str>) -> Result<()> {
+async fn backup(app: &App, to: &Path, server: Option<&str>) -> Result<()> {
     let to = std::path::absolute(to).with_context(|| format!("{}", to.display()))?;
     let manifest = match server {
         Some(url) => {
@@ -862,7 +965,7 @@ async fn backup(data_dir: &Path, to: &Path, server: Option<&str>) -> Result<()> 
             serde_json::from_str::<serde_json::Value>(&body)?
         }
         None => {
-            let engine = open_engine(data_dir).await?;
+            let engine = app.open_engine().await?;
             let started = Instant::now();
             let last = std::sync::Mutex::new(Instant::now());
             let progress = |p: cairn_store::BackupProgress| {
@@ -887,13 +990,9 @@ async fn backup(data_dir: &Path, to: &Path, server: Option<&str>) -> Result<()> 
 }
 
 /// `cairn restore`: copies the backup into a new data directory and verifies it.
-async fn restore(from: &Path, data_dir: &Path) -> Result<()> {
-    let dim = tokio::task::spawn_blocking(|| {
-        cairn_embed::Embedder::open(&cairn_embed::EmbedConfig::from_env(), None)
-            .map(|e| e.spec().dim)
-    })
-    .await
-    .context("model start-up task")??;
+async fn restore(app: &App, from: &Path) -> Result<()> {
+    let data_dir = app.data_dir();
+    let dim = app.model_dim().await?;
     let started = Instant::now();
     let last = std::sync::Mutex::new(Instant::now());
     let progress = |p: cairn_service::migrate::CopyProgress| {
@@ -905,8 +1004,8 @@ async fn restore(from: &Path, data_dir: &Path) -> Result<()> {
             }
         }
     };
-    // `--qdrant-url` (or CAIRN_QDRANT_URL): restore onto that server's collection.
-    let server = cairn_store::ServerConfig::from_env(dim, data_dir)?;
+    // `store.qdrant.url` (`--qdrant-url`): restore onto that server's collection.
+    let server = app.config.server(dim)?;
     let target = match &server {
         Some(c) => format!("collection {} on {}", c.collection, c.url),
         None => data_dir.display().to_string(),
@@ -939,45 +1038,34 @@ struct MigrateArgs {
 
 /// `cairn migrate`: opens both stores with the model's dimension, copies with a progress
 /// display, prints the report (JSON) and fails when the verification does.
-async fn migrate(data_dir: &Path, store: &StoreArgs, args: MigrateArgs) -> Result<()> {
+async fn migrate(app: &App, args: MigrateArgs) -> Result<()> {
     use cairn_service::migrate::{self, CopyProgress, Side};
     // `{dir}` in a collection name: the data-directory side, as `cairn --data-dir <it>`
     // would name its collection; else --data-dir.
     let dir_of = |arg: &str| (!Side::is_server(arg)).then(|| PathBuf::from(arg));
     let template_dir = dir_of(&args.from)
         .or_else(|| dir_of(&args.to))
-        .unwrap_or_else(|| data_dir.to_path_buf());
+        .unwrap_or_else(|| app.data_dir().to_path_buf());
+    let qdrant = &app.config.store.qdrant;
     let side = |arg: &str, collection: Option<&String>| -> Result<Side> {
         if !Side::is_server(arg) {
             return Ok(Side::Embedded(PathBuf::from(arg)));
         }
         let url = arg.trim();
-        // The environment's refinements (shards, replication, consistency), then the flags.
-        let mut config =
-            QdrantConfig::from_env(0, &template_dir)?.unwrap_or_else(|| QdrantConfig::new(url, 0));
-        config.url = url.to_string();
-        if let Some(key) = &store.qdrant_api_key {
-            config.api_key = Some(key.clone());
+        // The configured server settings (key, shards, replication, consistency), then
+        // this command's collection flags.
+        let mut config = qdrant.server_config(url, 0, &template_dir)?;
+        if let Some(name) = collection.or(args.collection.as_ref()) {
+            config.set_collection(name, &template_dir)?;
         }
-        let name = collection
-            .or(args.collection.as_ref())
-            .or(store.qdrant_collection.as_ref())
-            .map(String::as_str)
-            .unwrap_or("cairn");
-        config.set_collection(name, &template_dir)?;
         Ok(Side::Server(config))
     };
     let from = side(&args.from, args.from_collection.as_ref())?;
     let to = side(&args.to, args.to_collection.as_ref())?;
     // The model gives the dense dimension (a new target is created with it, an existing
     // store is checked against it); nothing is embedded.
-    let dim = tokio::task::spawn_blocking(|| {
-        cairn_embed::Embedder::open(&cairn_embed::EmbedConfig::from_env(), None)
-            .map(|e| e.spec().dim)
-    })
-    .await
-    .context("model start-up task")??;
-    let sync = cairn_store::SyncPolicy::from_env()?;
+    let dim = app.model_dim().await?;
+    let sync = app.config.store.sync;
     // The source first: a refused source creates no target.
     let source = migrate::open_source(&from, &to, dim, sync).await?;
     let target = migrate::open_target(&to, dim, sync).await?;

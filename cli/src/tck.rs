@@ -2,17 +2,16 @@
 //! `cairn_api::tck`), so the public conformance suite can run against Cairn.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use cairn_api::tck::Bridge;
 
-/// Opens the engine on `data_dir` and serves the bridge on `addr` (loopback only: the
+/// Opens the configured engine and serves the bridge on `addr` (loopback only: the
 /// bridge has no authentication, it acts as the local operator) until Ctrl-C or SIGTERM.
 pub(crate) async fn run(
-    data_dir: &Path,
+    app: &crate::App,
     addr: SocketAddr,
     tenant: &str,
     user: &str,
@@ -20,7 +19,7 @@ pub(crate) async fn run(
     if !addr.ip().is_loopback() {
         bail!("the TCK bridge has no authentication: listen on a loopback address, not {addr}");
     }
-    let engine = crate::open_engine(data_dir).await?;
+    let engine = app.open_engine().await?;
     let bridge = Arc::new(Bridge::new(Arc::clone(&engine), tenant, user)?);
     let listener = tokio::net::TcpListener::bind(addr)
         .await

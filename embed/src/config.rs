@@ -65,74 +65,56 @@ pub struct EmbedConfig {
     pub intra_threads: Option<usize>,
     /// Whether idle ONNX Runtime threads spin. Spinning burns the cores that extraction,
     /// chunking and storage writes need while a batch waits, so it is off by default
-    /// (`CAIRN_ORT_SPIN=1` turns it on).
+    /// (`embed.ort_spin`).
     pub spin: bool,
     /// Download this model with fastembed from the Hugging Face hub instead of using
-    /// `model_dir` (env `CAIRN_HUB_MODEL`, e.g. `BAAI/bge-small-en-v1.5`; needs the `hub`
-    /// feature and internet access). Downloads are cached under `<model_dir>/hub`.
+    /// `model_dir` (e.g. `BAAI/bge-small-en-v1.5`; needs the `hub` feature and internet
+    /// access). Downloads are cached under `<model_dir>/hub`.
     pub hub_model: Option<String>,
     /// Most queries embedded in one model run (dynamic batching: queries waiting for the
-    /// model at the same moment share a run; env `CAIRN_QUERY_BATCH`, default 16; 1 turns
-    /// it off). The int8 model quantizes activations per batch, so a batched query's vector
+    /// model at the same moment share a run; default 16; 1 turns it off). The int8 model quantizes activations per batch, so a batched query's vector
     /// differs from its lone vector by about the quantization's own error (cosine > 0.99).
     pub query_batch: usize,
-    /// How long the worker holds a query run open for more queries (env
-    /// `CAIRN_QUERY_WAIT_US`, default 2,000 µs). Only under load: it waits only when the run
+    /// How long the worker holds a query run open for more queries (default 2,000 µs). Only under load: it waits only when the run
     /// before was itself a batch, so a lone query on an idle server never waits.
     pub query_wait: std::time::Duration,
-    /// Most vectors the on-disk embedding cache keeps (env `CAIRN_EMBED_CACHE_MAX`; least
-    /// recently used evicted first).
+    /// Most vectors the on-disk embedding cache keeps (least recently used evicted first).
     pub cache_max_entries: usize,
 }
 
+/// Default of [`EmbedConfig::batch_size`].
+pub const DEFAULT_BATCH_SIZE: usize = 8;
+
 impl EmbedConfig {
-    /// The default configuration: `CAIRN_MODEL_DIR` and `CAIRN_ORT_LIB` if set, otherwise the
-    /// files `scripts/setup.sh` put under `CAIRN_HOME` (default: the nearest `.cache/` in the
-    /// current directory or above it, or above the running executable).
-    pub fn from_env() -> Self {
-        let home = std::env::var_os("CAIRN_HOME")
-            .map(PathBuf::from)
-            .or_else(find_cache_dir)
-            .unwrap_or_else(|| PathBuf::from(".cache"));
-        let model_dir = std::env::var_os("CAIRN_MODEL_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| home.join("models").join("bge-small-en"));
-        let ort_library = std::env::var_os("CAIRN_ORT_LIB")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| home.join("onnxruntime").join("libonnxruntime.so"));
-        let batch_size = std::env::var("CAIRN_EMBED_BATCH")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|b: &usize| *b > 0)
-            .unwrap_or(8);
+    /// The files `scripts/setup.sh` puts under `home` (`models/bge-small-en`,
+    /// `onnxruntime/libonnxruntime.so`) with the default settings.
+    pub fn in_home(home: &Path) -> Self {
         EmbedConfig {
-            model_dir,
-            ort_library,
-            batch_size,
-            intra_threads: std::env::var("CAIRN_ORT_THREADS")
-                .ok()
-                .and_then(|v| v.parse().ok()),
-            spin: std::env::var("CAIRN_ORT_SPIN").is_ok_and(|v| v == "1"),
-            hub_model: std::env::var("CAIRN_HUB_MODEL")
-                .ok()
-                .filter(|v| !v.is_empty()),
-            query_batch: std::env::var("CAIRN_QUERY_BATCH")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .filter(|n: &usize| *n > 0)
-                .unwrap_or(DEFAULT_QUERY_BATCH),
-            query_wait: std::time::Duration::from_micros(
-                std::env::var("CAIRN_QUERY_WAIT_US")
-                    .ok()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(DEFAULT_QUERY_WAIT_US),
-            ),
-            cache_max_entries: std::env::var("CAIRN_EMBED_CACHE_MAX")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .filter(|n: &usize| *n > 0)
-                .unwrap_or(crate::cache::DEFAULT_MAX_ENTRIES),
+            model_dir: home.join("models").join("bge-small-en"),
+            ort_library: home.join("onnxruntime").join("libonnxruntime.so"),
+            batch_size: DEFAULT_BATCH_SIZE,
+            intra_threads: None,
+            spin: false,
+            hub_model: None,
+            query_batch: DEFAULT_QUERY_BATCH,
+            query_wait: std::time::Duration::from_micros(DEFAULT_QUERY_WAIT_US),
+            cache_max_entries: crate::cache::DEFAULT_MAX_ENTRIES,
         }
+    }
+
+    /// The model home when none is configured: the nearest `.cache/` with a `models/`
+    /// directory in the current directory or above it, or above the running executable;
+    /// else `.cache`.
+    pub fn default_home() -> PathBuf {
+        find_cache_dir().unwrap_or_else(|| PathBuf::from(".cache"))
+    }
+}
+
+impl Default for EmbedConfig {
+    /// [`EmbedConfig::in_home`] of [`EmbedConfig::default_home`]. Reads no environment:
+    /// the `cairn` binary's configuration (`cairn config`) says where the files are.
+    fn default() -> Self {
+        EmbedConfig::in_home(&EmbedConfig::default_home())
     }
 }
 

@@ -2,8 +2,9 @@
 //! thread, with an on-disk embedding cache.
 //!
 //! - [`ModelSpec`] describes a model directory (pooling, prefixes, dimension, max tokens).
-//! - [`EmbedConfig`] finds the model and the ONNX Runtime library (set-up puts them under
-//!   `.cache/`; environment variables override).
+//! - [`EmbedConfig`] says where the model and the ONNX Runtime library are (set-up puts them
+//!   under `.cache/`) and how to run them; a value the caller builds (the `cairn` binary from
+//!   its configuration), never read from the environment here.
 //! - [`Embedder`] is a cheap clonable handle. Embedding is CPU-bound and fastembed's `embed`
 //!   takes `&mut self`, so the model lives on one OS thread and async callers wait on a
 //!   channel: the tokio runtime never runs model inference. Query jobs jump the queue ahead
@@ -15,8 +16,10 @@ mod cache;
 mod config;
 mod worker;
 
-pub use cache::EmbeddingCache;
-pub use config::{EmbedConfig, ModelSpec, Pooling};
+pub use cache::{EmbeddingCache, DEFAULT_MAX_ENTRIES as DEFAULT_CACHE_MAX_ENTRIES};
+pub use config::{
+    EmbedConfig, ModelSpec, Pooling, DEFAULT_BATCH_SIZE, DEFAULT_QUERY_BATCH, DEFAULT_QUERY_WAIT_US,
+};
 pub use worker::Embedder;
 
 use cairn_models::ErrorKind;

@@ -645,8 +645,10 @@ mod tests {
 
     #[test]
     fn hub_models_need_the_hub_feature() {
-        let mut config = EmbedConfig::from_env();
-        config.hub_model = Some("BAAI/bge-small-en-v1.5".into());
+        let config = EmbedConfig {
+            hub_model: Some("BAAI/bge-small-en-v1.5".into()),
+            ..EmbedConfig::default()
+        };
         let err = Embedder::open(&config, None).unwrap_err();
         assert!(matches!(err, EmbedError::InvalidConfig(_)), "{err}");
         assert!(err.to_string().contains("hub"));
@@ -667,7 +669,7 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let embedder = Embedder::open(&EmbedConfig::from_env(), None).unwrap();
+        let embedder = Embedder::open(&EmbedConfig::default(), None).unwrap();
         let queries: Vec<String> = (0..12)
             .map(|i| format!("question number {i} about the travel policy"))
             .collect();
@@ -743,8 +745,10 @@ mod tests {
 
     #[test]
     fn a_missing_model_is_a_clear_error() {
-        let mut config = EmbedConfig::from_env();
-        config.model_dir = std::path::PathBuf::from("/nonexistent/model");
+        let config = EmbedConfig {
+            model_dir: std::path::PathBuf::from("/nonexistent/model"),
+            ..EmbedConfig::default()
+        };
         let err = Embedder::open(&config, None).unwrap_err();
         assert_eq!(err.kind(), cairn_models::ErrorKind::Unavailable);
         assert!(err.to_string().contains("scripts/setup.sh"), "{err}");

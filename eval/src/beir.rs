@@ -157,7 +157,7 @@ pub async fn run(env: &EvalEnv, opts: &BeirOptions, observer: &Observer) -> Resu
         )));
     }
 
-    let ws = Workspace::new(&env.embedder, opts.doc_mode == DocMode::Document).await?;
+    let ws = Workspace::new(env, opts.doc_mode == DocMode::Document).await?;
     let scope = eval_scope(&format!("beir-{}", sanitize(&dataset)))?;
     let inputs: Vec<DocumentInput> = sel
         .corpus

@@ -77,7 +77,7 @@ pub async fn run(env: &EvalEnv, opts: &LocomoOptions, observer: &Observer) -> Re
     if let Some(n) = opts.conversations {
         samples.truncate(n);
     }
-    let ws = Workspace::new(&env.embedder, false).await?;
+    let ws = Workspace::new(env, false).await?;
     let scope = eval_scope("locomo")?;
 
     // Ingest: one batch per session.

@@ -40,7 +40,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use cairn_embed::Embedder;
 use cairn_ingest::{catalog, DocumentInput, MediaType, MessageInput, Progress};
 use cairn_models::{Coverage, ErrorKind, MemoryPack, Scope, TrustOrigin};
 use cairn_recall::RecallFilters;
@@ -48,7 +47,7 @@ use cairn_service::recall::RecallBody;
 use cairn_service::Principal;
 use serde::{Deserialize, Serialize};
 
-use crate::stack::Workspace;
+use crate::stack::{EvalEnv, Workspace};
 use crate::{EvalError, Result};
 
 pub mod knowledge;
@@ -312,7 +311,7 @@ pub fn files(dir: &Path) -> Result<Vec<PathBuf>> {
 
 /// Runs every scenario of `dir`, each in a fresh store. A file that does not parse is a
 /// failed scenario, not an error of the run.
-pub async fn run_dir(embedder: &Embedder, dir: &Path) -> Result<Vec<ScenarioResult>> {
+pub async fn run_dir(env: &EvalEnv, dir: &Path) -> Result<Vec<ScenarioResult>> {
     let mut results = Vec::new();
     for path in files(dir)? {
         let file = path
@@ -321,7 +320,7 @@ pub async fn run_dir(embedder: &Embedder, dir: &Path) -> Result<Vec<ScenarioResu
             .unwrap_or_default();
         match load(&path) {
             Ok(s) => {
-                let mut r = run(embedder, &s).await?;
+                let mut r = run(env, &s).await?;
                 r.file = file;
                 results.push(r);
             }
@@ -389,9 +388,9 @@ fn check_error(
 }
 
 /// Runs one scenario in a fresh store.
-pub async fn run(embedder: &Embedder, scenario: &Scenario) -> Result<ScenarioResult> {
+pub async fn run(env: &EvalEnv, scenario: &Scenario) -> Result<ScenarioResult> {
     let started = Instant::now();
-    let ws = Workspace::new(embedder, false).await?;
+    let ws = Workspace::new(env, false).await?;
     let engine = Arc::clone(&ws.engine);
     let mut names = Names::new();
     let mut failures: Vec<(usize, String)> = Vec::new();

@@ -8,8 +8,10 @@
 //! settings ([`Workspace::recaller`]), so runs are independent of each other and of
 //! `./cairn-data`.
 //! [`WorkspaceOptions`] says how: one chunk per document or the default chunking, and the
-//! store's [`SyncPolicy`] (the harness keeps the default, `always`; `cairn bench` passes
-//! `SyncPolicy::from_env()` so `CAIRN_SYNC` measures the durability cost).
+//! store's [`SyncPolicy`] (the harness keeps the default, `always`; `cairn bench` passes the
+//! configured `store.sync` so `CAIRN_SYNC=os` measures the durability cost). The store is
+//! the embedded one unless the [`EvalEnv`] names a server ([`EvalEnv::server`]: each
+//! workspace then gets a collection of its own on it).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,7 +22,7 @@ use cairn_ingest::{ChunkSettings, DocumentInput, IngestConfig, Ingestor, Outcome
 use cairn_models::Scope;
 use cairn_recall::{RecallConfig, Recaller};
 use cairn_service::{Backend, Engine, EngineOptions, Principal};
-use cairn_store::{MemoryStore, SyncPolicy};
+use cairn_store::{MemoryStore, ServerConfig, SyncPolicy};
 
 use crate::{EvalError, Result};
 
@@ -56,19 +58,21 @@ pub fn default_cache_dir(config: &EmbedConfig) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(".cache/eval-embed-cache"))
 }
 
-/// The shared model.
+/// The shared model, and the store the workspaces open on.
 #[derive(Debug, Clone)]
 pub struct EvalEnv {
     pub embedder: Embedder,
     pub config: EmbedConfig,
     pub cache_dir: Option<PathBuf>,
+    /// A Qdrant server for the workspaces (one collection each, named after the
+    /// configured collection and the workspace's directory); `None`: the embedded store.
+    pub server: Option<ServerConfig>,
 }
 
 impl EvalEnv {
-    /// Loads the model with the default configuration (`EmbedConfig::from_env`) and the
-    /// embedding cache in `cache_dir` (none: no cache). Runs the load off the runtime.
-    pub async fn open(cache_dir: Option<PathBuf>) -> Result<Self> {
-        let config = EmbedConfig::from_env();
+    /// Loads the model `config` describes with the embedding cache in `cache_dir` (none: no
+    /// cache), workspaces on the embedded store. Runs the load off the runtime.
+    pub async fn open(config: EmbedConfig, cache_dir: Option<PathBuf>) -> Result<Self> {
         let (c, dir) = (config.clone(), cache_dir.clone());
         let embedder = tokio::task::spawn_blocking(move || Embedder::open(&c, dir.as_deref()))
             .await
@@ -77,7 +81,13 @@ impl EvalEnv {
             embedder,
             config,
             cache_dir,
+            server: None,
         })
+    }
+
+    /// The same model with workspaces on `server` (`None`: embedded).
+    pub fn on_server(self, server: Option<ServerConfig>) -> Self {
+        EvalEnv { server, ..self }
     }
 
     /// A second, uncached copy of the model, to time query embedding honestly.
@@ -156,9 +166,9 @@ pub struct Workspace {
 impl Workspace {
     /// Opens an empty store with the default durability; `whole_document` selects one chunk
     /// per document.
-    pub async fn new(embedder: &Embedder, whole_document: bool) -> Result<Self> {
+    pub async fn new(env: &EvalEnv, whole_document: bool) -> Result<Self> {
         Self::open(
-            embedder,
+            env,
             WorkspaceOptions {
                 whole_document,
                 ..WorkspaceOptions::default()
@@ -167,26 +177,38 @@ impl Workspace {
         .await
     }
 
-    /// Opens an empty store in a fresh throwaway directory, with its write path.
-    pub async fn open(embedder: &Embedder, options: WorkspaceOptions) -> Result<Self> {
+    /// Opens an empty store in a fresh throwaway directory, with its write path, on `env`'s
+    /// model and store.
+    pub async fn open(env: &EvalEnv, options: WorkspaceOptions) -> Result<Self> {
+        Self::open_with(&env.embedder, env.server.as_ref(), options).await
+    }
+
+    /// [`Workspace::open`] with another model (a second, uncached copy) on `server`.
+    pub async fn open_with(
+        embedder: &Embedder,
+        server: Option<&ServerConfig>,
+        options: WorkspaceOptions,
+    ) -> Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("cairn-eval-")
             .tempdir()
             .map_err(|e| EvalError::io(Path::new("temporary directory"), e))?;
         let (path, embedder_c) = (dir.path().to_path_buf(), embedder.clone());
         let engine_options = EngineOptions {
-            // A server (`CAIRN_QDRANT_URL`) gets one collection per throwaway workspace.
-            backend: match cairn_store::ServerConfig::from_env(embedder.spec().dim, &path)? {
-                Some(mut config) => {
-                    config.collection = config.collection_for_dir(&path)?;
-                    Backend::Server(config)
-                }
+            // A server gets one collection per throwaway workspace.
+            backend: match server {
+                Some(config) => Backend::Server(ServerConfig {
+                    collection: config.collection_for_dir(&path)?,
+                    dim: embedder.spec().dim,
+                    ..config.clone()
+                }),
                 None => Backend::Embedded,
             },
             sync: options.sync,
             ingest: Some(options.ingest_config(embedder)),
             recall: RecallConfig::default(),
             disk_reserve_bytes: None,
+            extractor: None,
         };
         let engine = Arc::new(
             tokio::task::spawn_blocking(move || {

@@ -70,7 +70,7 @@ pub fn embedder() -> cairn_embed::Embedder {
     static EMBEDDER: std::sync::OnceLock<cairn_embed::Embedder> = std::sync::OnceLock::new();
     EMBEDDER
         .get_or_init(|| {
-            cairn_embed::Embedder::open(&cairn_embed::EmbedConfig::from_env(), None).unwrap_or_else(
+            cairn_embed::Embedder::open(&cairn_embed::EmbedConfig::default(), None).unwrap_or_else(
                 |e| panic!("cannot load the embedding model ({e}); run scripts/setup.sh first"),
             )
         })

@@ -79,24 +79,7 @@ impl From<LimitError> for IngestError {
     }
 }
 
-/// A timestamp as RFC 3339 text or epoch milliseconds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum Timestamp {
-    Millis(i64),
-    Text(String),
-}
-
-impl Timestamp {
-    pub fn to_millis(&self) -> Result<i64, IngestError> {
-        match self {
-            Timestamp::Millis(ms) => Ok(*ms),
-            Timestamp::Text(s) => chrono::DateTime::parse_from_rfc3339(s)
-                .map(|d| d.timestamp_millis())
-                .map_err(|e| IngestError::InvalidInput(format!("timestamp {s:?}: {e}"))),
-        }
-    }
-}
+pub use cairn_models::Timestamp;
 
 /// Parses messages from a JSON array or JSON Lines. Errors name the line.
 pub fn parse_messages(input: &str) -> Result<Vec<MessageInput>, IngestError> {
@@ -132,7 +115,8 @@ impl MessageInput {
         // Empty content is a message too (a user may send nothing): it is stored verbatim
         // and counted, but has no vectors, since there is nothing to find it by.
         if let Some(ts) = &self.ts {
-            ts.to_millis()?;
+            ts.to_millis("ts")
+                .map_err(|e| IngestError::InvalidInput(e.to_string()))?;
         }
         limits::check_bytes("content", &self.content, limits::MAX_MESSAGE_BYTES)?;
         if let Some(s) = &self.speaker {
@@ -155,7 +139,7 @@ mod tests {
         let m = parse_messages(jsonl).unwrap();
         assert_eq!(m.len(), 2);
         assert_eq!(
-            m[0].ts.as_ref().unwrap().to_millis().unwrap(),
+            m[0].ts.as_ref().unwrap().to_millis("ts").unwrap(),
             1714557600000
         );
         assert_eq!(m[1].role, Role::Assistant);

@@ -40,7 +40,7 @@ pub struct IngestConfig {
     /// Chunks gathered from consecutive documents into one embedding job.
     pub embed_group: usize,
     /// Where parsers run: in this process, or (PDF) in a limited child process. See
-    /// [`crate::extract::isolate`]; `for_model` takes the process default.
+    /// [`crate::extract::isolate`]; `for_model` extracts in-process.
     pub extractor: Extractor,
 }
 
@@ -53,7 +53,7 @@ impl IngestConfig {
             write_batch: 128,
             channel_capacity: 64,
             embed_group: 256,
-            extractor: Extractor::process_default(),
+            extractor: Extractor::InProcess,
         }
     }
 }

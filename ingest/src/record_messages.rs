@@ -244,7 +244,9 @@ impl Ingestor {
                 scope,
                 m.role.trust(),
                 match &m.ts {
-                    Some(ts) => ts.to_millis()?,
+                    Some(ts) => ts
+                        .to_millis("ts")
+                        .map_err(|e| IngestError::InvalidInput(e.to_string()))?,
                     None => now,
                 },
             );

@@ -1,25 +1,21 @@
 //! Named crash points for the crash-consistency tests.
 //!
 //! A failpoint is a named step of a write path ("after the chunks are stored, before the
-//! registry flips"). When the environment variable `CAIRN_FAILPOINTS` names it, reaching it
-//! aborts the process at once — no destructor runs, no buffer is flushed — which is what a
+//! registry flips"). When the process armed it ([`arm`]; the `cairn` binary arms what its
+//! `failpoints` setting, `CAIRN_FAILPOINTS`, names), reaching it aborts the process at once — no destructor runs, no buffer is flushed — which is what a
 //! `kill -9` at that instant would do. The tests start `cairn` with a failpoint set, let it
 //! die there, restart it without, retry the same request and compare the final state with a
 //! clean run's.
 //!
-//! Syntax: `CAIRN_FAILPOINTS=name[@n][,name[@n]...]` — abort at the `n`-th time `name` is
-//! reached (default: the first). Unset (the normal case), a failpoint costs one relaxed
-//! load of an already-initialized `OnceLock`.
+//! Syntax: `name[@n][,name[@n]...]` — abort at the `n`-th time `name` is reached (default:
+//! the first). Unarmed (the normal case), a failpoint costs one load of a `OnceLock`.
 //!
-//! This is the one piece of process control in `models`; it reads the environment once and
-//! does no I/O otherwise.
+//! This is the one piece of process control in `models`. It reads no environment: the
+//! binary passes the specification in, once, at start.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
-
-/// The environment variable that arms failpoints.
-pub const ENV: &str = "CAIRN_FAILPOINTS";
 
 #[derive(Debug)]
 struct Armed {
@@ -27,20 +23,28 @@ struct Armed {
     points: HashMap<String, (u64, AtomicU64)>,
 }
 
+static ARMED: OnceLock<Armed> = OnceLock::new();
+
 fn armed() -> Option<&'static Armed> {
-    static ARMED: OnceLock<Option<Armed>> = OnceLock::new();
+    ARMED.get()
+}
+
+/// Arms the failpoints `spec` names (see the module docs for the syntax). Once per process,
+/// before the first write: returns false, and changes nothing, when failpoints were already
+/// armed or `spec` names none.
+pub fn arm(spec: &str) -> bool {
+    let points = parse(spec);
+    if points.is_empty() {
+        return false;
+    }
     ARMED
-        .get_or_init(|| {
-            let spec = std::env::var(ENV).ok()?;
-            let points = parse(&spec);
-            (!points.is_empty()).then_some(Armed {
-                points: points
-                    .into_iter()
-                    .map(|(name, n)| (name, (n, AtomicU64::new(0))))
-                    .collect(),
-            })
+        .set(Armed {
+            points: points
+                .into_iter()
+                .map(|(name, n)| (name, (n, AtomicU64::new(0))))
+                .collect(),
         })
-        .as_ref()
+        .is_ok()
 }
 
 fn parse(spec: &str) -> Vec<(String, u64)> {

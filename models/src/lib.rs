@@ -26,6 +26,7 @@ pub mod refs;
 pub mod scope;
 pub mod state;
 pub mod text;
+pub mod time;
 
 pub use error::{ErrorCode, ErrorKind, ModelError};
 pub use failpoint::failpoint;
@@ -37,3 +38,4 @@ pub use record::{DocumentInfo, PackLabel, PointKind, RecallRole, Role, StoredPoi
 pub use refs::Ref;
 pub use scope::{Partition, Scope};
 pub use state::RecordState;
+pub use time::Timestamp;

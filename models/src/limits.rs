@@ -26,6 +26,11 @@ pub const MAX_MESSAGES_PER_REQUEST: usize = 1000;
 pub const MAX_REFERS_TO: usize = 64;
 /// Most values in one recall filter list (`trust`, `kinds`).
 pub const MAX_FILTER_VALUES: usize = 16;
+/// Most steps one `record_trace` call takes (a whole trace at once; longer traces are built
+/// step by step).
+pub const MAX_TRACE_STEPS: usize = 100;
+/// Most tool calls of one step in a `record_trace` call.
+pub const MAX_STEP_TOOL_CALLS: usize = 100;
 
 /// A value over one of the caps above. Both variants name the field and the limit, so a
 /// caller knows what to change without reading the docs.

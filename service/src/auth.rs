@@ -236,6 +236,28 @@ pub fn bind_agent(principal: &Principal, agent: &mut String) -> Result<(), Servi
     Ok(())
 }
 
+/// How far a signature's `created` may be from now, in seconds.
+pub const SIGNATURE_MAX_SKEW_SECS: i64 = 300;
+
+/// Nonces seen within the signature window, so a captured request cannot be replayed.
+#[derive(Debug, Default)]
+pub(crate) struct NonceCache {
+    seen: std::collections::HashMap<(String, String), i64>,
+}
+
+impl NonceCache {
+    /// Records (keyid, nonce); false when it was already seen.
+    pub(crate) fn admit(&mut self, keyid: &str, nonce: &str, now: i64) -> bool {
+        if self.seen.len() > 100_000 {
+            self.seen
+                .retain(|_, at| now - *at <= 2 * SIGNATURE_MAX_SKEW_SECS);
+        }
+        self.seen
+            .insert((keyid.to_string(), nonce.to_string()), now)
+            .is_none()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

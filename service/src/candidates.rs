@@ -547,8 +547,8 @@ async fn write_knowledge(engine: &Engine, stored: &mut Stored) -> Result<(), Ser
                         subject,
                         predicate,
                         object,
-                        valid_from,
-                        valid_until,
+                        valid_from: valid_from.map(Into::into),
+                        valid_until: valid_until.map(Into::into),
                         confidence: Some(stored.state.confidence),
                         evidence_refs: stored.evidence(),
                         supersede: false,
@@ -624,7 +624,7 @@ async fn forget_knowledge(
         Ref::Ent(id) => (PointKind::Entity, id),
         _ => return Ok(()),
     };
-    let Some(hit) = crate::knowledge::load_point(engine, &partition, kind, id, false).await? else {
+    let Some(hit) = crate::records::load_point(engine, &partition, kind, id, false).await? else {
         return Ok(());
     };
     match (&hit.point.state, hard) {

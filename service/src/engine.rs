@@ -66,7 +66,7 @@ pub struct Engine {
     /// memory only (prepare persists nothing) and bounded.
     pub(crate) prepared: Mutex<PreparedTurns>,
     /// Nonces of agents' signed requests within the signature window (replay protection).
-    pub(crate) nonces: Mutex<crate::grants::NonceCache>,
+    pub(crate) nonces: Mutex<crate::auth::NonceCache>,
     /// Chunks written since the vector index was last built (see [`Engine::note_written`]).
     written_since_optimize: AtomicU64,
     /// Set while a background index build runs, so at most one runs at a time.
@@ -198,53 +198,24 @@ impl Engine {
         });
     }
 
-    /// Opens the data directory with the default model configuration. Blocking (loads the
-    /// model): call it off the async runtime or before starting one.
+    /// Opens the data directory on the embedded store with the default model configuration
+    /// ([`EmbedConfig::default`]) and [`EngineOptions::default`]. Blocking (loads the model):
+    /// call it off the async runtime or before starting one.
     pub fn open(data_dir: &Path) -> Result<Self, ServiceError> {
-        Self::open_on(data_dir, Backend::FromEnv)
-    }
-
-    /// [`Engine::open`] on the given store (the CLI's `--qdrant-url`).
-    pub fn open_on(data_dir: &Path, backend: Backend) -> Result<Self, ServiceError> {
-        create_dir(data_dir)?;
-        let embedder = Embedder::open(
-            &EmbedConfig::from_env(),
-            Some(&data_dir.join("embed-cache")),
-        )?;
-        Self::with_embedder(
-            data_dir,
-            embedder,
-            EngineOptions {
-                backend,
-                sync: cairn_store::SyncPolicy::from_env()?,
-                ingest: None,
-                recall: RecallConfig::default(),
-                disk_reserve_bytes: Some(cairn_store::disk::reserve_from_env()?),
-            },
-        )
+        Self::open_with(data_dir, &EmbedConfig::default(), EngineOptions::default())
     }
 
     /// Opens the data directory: loads the model described by `embed` (blocking) with its
-    /// embedding cache in `<data-dir>/embed-cache`, then [`Engine::with_embedder`].
+    /// embedding cache in `<data-dir>/embed-cache`, then [`Engine::with_embedder`]. What the
+    /// `cairn` binary calls with its configuration (`cairn config`).
     pub fn open_with(
         data_dir: &Path,
         embed: &EmbedConfig,
-        recall: RecallConfig,
-        ingest: Option<IngestConfig>,
+        options: EngineOptions,
     ) -> Result<Self, ServiceError> {
         create_dir(data_dir)?;
         let embedder = Embedder::open(embed, Some(&data_dir.join("embed-cache")))?;
-        Self::with_embedder(
-            data_dir,
-            embedder,
-            EngineOptions {
-                backend: Backend::FromEnv,
-                sync: cairn_store::SyncPolicy::from_env()?,
-                ingest,
-                recall,
-                disk_reserve_bytes: Some(cairn_store::disk::reserve_from_env()?),
-            },
-        )
+        Self::with_embedder(data_dir, embedder, options)
     }
 
     /// Assembles the service over the data directory with an already loaded model (the
@@ -258,7 +229,6 @@ impl Engine {
         create_dir(data_dir)?;
         let dim = embedder.spec().dim;
         let server = match options.backend {
-            Backend::FromEnv => ServerConfig::from_env(dim, data_dir)?,
             Backend::Embedded => None,
             Backend::Server(config) => Some(config),
         };
@@ -274,9 +244,12 @@ impl Engine {
                 ..StoreConfig::new(data_dir, dim)
             })?),
         };
-        let ingest = options
+        let mut ingest = options
             .ingest
             .unwrap_or_else(|| IngestConfig::for_model(embedder.spec().max_tokens));
+        if let Some(extractor) = options.extractor {
+            ingest.extractor = extractor;
+        }
         let ingestor = Arc::new(Ingestor::new(Arc::clone(&store), embedder.clone(), ingest)?);
         let recaller = Arc::new(Recaller::new(
             Arc::clone(&store),
@@ -356,7 +329,7 @@ impl Engine {
 /// How [`Engine::with_embedder`] assembles the service.
 #[derive(Debug, Clone, Default)]
 pub struct EngineOptions {
-    /// Which store: by default the environment decides (`CAIRN_QDRANT_URL`).
+    /// Which store: by default the embedded one in the data directory.
     pub backend: Backend,
     /// When acknowledged writes reach stable storage (embedded store).
     pub sync: cairn_store::SyncPolicy,
@@ -366,16 +339,17 @@ pub struct EngineOptions {
     /// Room the embedded store keeps free beyond its memory-mapped files' holes before a
     /// write runs (`cairn_store::disk`); `None`: the default (64 MiB), `Some(0)`: no check.
     pub disk_reserve_bytes: Option<u64>,
+    /// Where documents are extracted, replacing `ingest`'s choice when set (the `cairn`
+    /// binary isolates PDFs in `cairn extract-worker` children); `None`: in-process.
+    pub extractor: Option<cairn_ingest::extract::Extractor>,
 }
 
-/// Where the points live.
+/// Where the points live. Chosen by the caller (the `cairn` binary: `store.qdrant.url`);
+/// the library reads no environment.
 #[derive(Debug, Clone, Default)]
 pub enum Backend {
-    /// A Qdrant server when `CAIRN_QDRANT_URL` is set ([`ServerConfig::from_env`]), else the
-    /// embedded store in the data directory.
+    /// The embedded store in the data directory.
     #[default]
-    FromEnv,
-    /// The embedded store in the data directory, whatever the environment says.
     Embedded,
     /// A Qdrant server or cluster (its `dim` is replaced by the model's).
     Server(ServerConfig),

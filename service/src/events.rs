@@ -7,9 +7,9 @@
 //! agent, the content and the given time (if any), so posting the same event again lands
 //! on the same record (`created: false`).
 
-use cairn_ingest::Timestamp;
 use cairn_models::ids::{event_id, event_record_id, sha256_hex};
 use cairn_models::scope::validate_component;
+use cairn_models::Timestamp;
 use cairn_models::{Partition, PointKind, Ref, Scope, StoredPoint, TrustOrigin};
 use cairn_store::UpsertPoint;
 use serde::{Deserialize, Serialize};
@@ -34,7 +34,6 @@ pub struct EventRequest {
     /// When it happened (RFC 3339 or epoch ms); part of the id, so repeated identical
     /// events are told apart by their time. Defaults to the time of recording.
     #[serde(default)]
-    #[schema(value_type = Option<crate::schema::Timestamp>)]
     pub ts: Option<Timestamp>,
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
@@ -93,7 +92,7 @@ pub(crate) async fn post_event(
         )));
     }
     let ts = match &req.ts {
-        Some(t) => Some(t.to_millis()?),
+        Some(t) => Some(t.to_millis("ts")?),
         None => None,
     };
     let partition = req.scope.partition();

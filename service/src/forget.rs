@@ -505,7 +505,7 @@ async fn knowledge_records(
         Ref::Rel(id) => (PointKind::Relationship, id, None),
         _ => return Ok(Vec::new()),
     };
-    let mut hits: Vec<Hit> = crate::knowledge::load_point(engine, partition, kind, id, false)
+    let mut hits: Vec<Hit> = crate::records::load_point(engine, partition, kind, id, false)
         .await?
         .into_iter()
         .collect();

@@ -86,27 +86,7 @@ pub struct SignatureProof {
     pub signature: Vec<u8>,
 }
 
-/// How far a signature's `created` may be from now, in seconds.
-pub const SIGNATURE_MAX_SKEW_SECS: i64 = 300;
-
-/// Nonces seen within the signature window, so a captured request cannot be replayed.
-#[derive(Debug, Default)]
-pub(crate) struct NonceCache {
-    seen: std::collections::HashMap<(String, String), i64>,
-}
-
-impl NonceCache {
-    /// Records (keyid, nonce); false when it was already seen.
-    fn admit(&mut self, keyid: &str, nonce: &str, now: i64) -> bool {
-        if self.seen.len() > 100_000 {
-            self.seen
-                .retain(|_, at| now - *at <= 2 * SIGNATURE_MAX_SKEW_SECS);
-        }
-        self.seen
-            .insert((keyid.to_string(), nonce.to_string()), now)
-            .is_none()
-    }
-}
+pub use crate::auth::SIGNATURE_MAX_SKEW_SECS;
 
 /// `POST /v1/grants` body.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -176,7 +156,7 @@ pub struct IssuedGrant {
 }
 
 fn grants_partition(tenant: &str, user: &str) -> Result<Partition, ServiceError> {
-    crate::ops::partition(tenant, user, GRANTS_NAMESPACE)
+    crate::access::partition(tenant, user, GRANTS_NAMESPACE)
 }
 
 fn check_note(note: &Option<String>) -> Result<(), ServiceError> {

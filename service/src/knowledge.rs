@@ -28,15 +28,16 @@ use cairn_models::knowledge::{
 use cairn_models::{
     limits, Partition, PointKind, RecordState, Ref, Scope, StoredPoint, TrustOrigin,
 };
-use cairn_store::{Filter, Hit, SearchMode, SearchRequest, UpsertPoint};
+use cairn_store::{Filter, Hit};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
-use uuid::Uuid;
 
+use crate::access::admit_write;
 use crate::auth::{authorize, Principal};
 use crate::engine::Engine;
 use crate::error::ServiceError;
-use crate::ops::admit_write;
+pub(crate) use crate::records::{load_point, now, parse_id, put, record, scan, search_kind};
+pub use crate::records::{Scored, DEFAULT_SEARCH, MAX_SEARCH};
 use crate::Operation;
 
 /// Longest entity name, alias, category, fact subject, predicate or object, in bytes.
@@ -48,13 +49,6 @@ pub const MAX_ALIASES: usize = 64;
 pub const MAX_FACT_EVIDENCE: usize = 32;
 /// Deepest relationship traversal.
 pub const MAX_DEPTH: u32 = 3;
-/// Most results of one search.
-pub const MAX_SEARCH: usize = 100;
-
-pub(crate) fn now() -> i64 {
-    chrono::Utc::now().timestamp_millis()
-}
-
 /// The trust origin of what a principal writes directly (not through the review queue):
 /// an agent's own output, or what the user (or their operator) said.
 fn origin(who: &Principal, asked: Option<TrustOrigin>) -> Result<TrustOrigin, ServiceError> {
@@ -152,144 +146,6 @@ fn check_text(field: &str, value: Option<&str>) -> Result<(), ServiceError> {
         limits::check_bytes(field, v, MAX_TEXT_BYTES)?;
     }
     Ok(())
-}
-
-/// Parses a record id (a UUID); anything else names nothing stored.
-pub(crate) fn parse_id(kind: &str, id: &str) -> Result<Uuid, ServiceError> {
-    Uuid::parse_str(id).map_err(|_| ServiceError::NotFound(format!("no {kind} {id} in this scope")))
-}
-
-/// The stored point of `id` when it is of `kind`.
-pub(crate) async fn load_point(
-    engine: &Engine,
-    partition: &Partition,
-    kind: PointKind,
-    id: &str,
-    with_vectors: bool,
-) -> Result<Option<Hit>, ServiceError> {
-    let Ok(uuid) = Uuid::parse_str(id) else {
-        return Ok(None);
-    };
-    Ok(engine
-        .store
-        .retrieve(partition, &[uuid], with_vectors)
-        .await?
-        .into_iter()
-        .find(|h| h.point.kind == kind))
-}
-
-/// Writes a record; a searchable one gets its dense vector and BM25 text from `embed`.
-pub(crate) async fn put(
-    engine: &Engine,
-    id: Uuid,
-    point: StoredPoint,
-    embed: Option<String>,
-) -> Result<(), ServiceError> {
-    let dense = match &embed {
-        Some(text) => Some(
-            engine
-                .embedder
-                .embed_documents(vec![text.clone()])
-                .await?
-                .pop()
-                .ok_or_else(|| ServiceError::Internal("no embedding returned".into()))?,
-        ),
-        None => None,
-    };
-    engine
-        .store
-        .upsert(vec![UpsertPoint {
-            id,
-            dense,
-            bm25_text: embed,
-            sparse: None,
-            payload: point,
-        }])
-        .await?;
-    Ok(())
-}
-
-/// A record of `kind` in `scope`, its id in `doc_id`, its text in `text`.
-// Every argument is a field of the header; a builder would only rename them.
-#[allow(clippy::too_many_arguments)]
-fn record(
-    kind: PointKind,
-    scope: &Scope,
-    trust: TrustOrigin,
-    ts: i64,
-    id: &str,
-    text: String,
-    state: RecordState,
-    keys: Vec<String>,
-) -> StoredPoint {
-    let mut p = StoredPoint::new(kind, scope, trust, ts);
-    p.doc_id = Some(id.to_string());
-    p.text = Some(text);
-    p.state = Some(state);
-    p.keys = Some(keys);
-    p
-}
-
-/// Every record of `kind` in the partition whose keys include `key` (all when `None`).
-pub(crate) async fn scan(
-    engine: &Engine,
-    partition: &Partition,
-    kind: PointKind,
-    key: Option<String>,
-) -> Result<Vec<Hit>, ServiceError> {
-    let mut f = Filter::new().eq("kind", kind.as_str());
-    if let Some(k) = key {
-        f = f.eq("keys", k);
-    }
-    Ok(engine.store.scroll_all(partition, f).await?)
-}
-
-/// A search hit: the record and its rank score (dense and BM25 ranks fused in the store;
-/// higher is better, comparable within one answer only).
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct Scored<T> {
-    pub item: T,
-    pub score: f32,
-}
-
-/// Hybrid search (dense + BM25, fused in the store) over records of `kind`.
-pub(crate) async fn search_kind(
-    engine: &Engine,
-    partition: &Partition,
-    kind: PointKind,
-    query: &str,
-    filter: Filter,
-    limit: usize,
-) -> Result<Vec<Hit>, ServiceError> {
-    limits::check_bytes("query", query, limits::MAX_QUERY_BYTES)?;
-    let limit = limit.clamp(1, MAX_SEARCH);
-    if query.trim().is_empty() {
-        return Err(ServiceError::InvalidRequest("query is empty".into()));
-    }
-    let dense = engine.embedder.embed_query(query).await?;
-    let mut filter = filter;
-    filter.must.insert(
-        0,
-        cairn_store::Cond::Eq("kind".into(), kind.as_str().into()),
-    );
-    Ok(engine
-        .store
-        .search(
-            partition,
-            SearchRequest {
-                mode: SearchMode::Hybrid {
-                    dense,
-                    text: query.to_string(),
-                    prefetch: (limit * 4).max(20),
-                    k: 60,
-                    weights: (1.0, 1.0),
-                },
-                filter,
-                limit,
-                with_vectors: false,
-            },
-        )
-        .await?)
 }
 
 // ---- entities ----------------------------------------------------------------------------
@@ -1071,6 +927,16 @@ impl Engine {
         trust: TrustOrigin,
     ) -> Result<FactOutcome, ServiceError> {
         let scope = req.scope.clone();
+        let valid_from = req
+            .valid_from
+            .as_ref()
+            .map(|t| t.to_millis("valid_from"))
+            .transpose()?;
+        let valid_until = req
+            .valid_until
+            .as_ref()
+            .map(|t| t.to_millis("valid_until"))
+            .transpose()?;
         check_name("subject", &req.subject)?;
         check_name("predicate", &req.predicate)?;
         check_name("object", &req.object)?;
@@ -1085,7 +951,7 @@ impl Engine {
                 "confidence must be between 0 and 1".into(),
             ));
         }
-        if let (Some(f), Some(u)) = (req.valid_from, req.valid_until) {
+        if let (Some(f), Some(u)) = (valid_from, valid_until) {
             if u <= f {
                 return Err(ServiceError::InvalidRequest(
                     "valid_until must be after valid_from".into(),
@@ -1116,7 +982,7 @@ impl Engine {
             &req.subject,
             &req.predicate,
             &req.object,
-            req.valid_from,
+            valid_from,
         )
         .to_string();
         let _k = self.serial(crate::engine::Section::Knowledge).await?;
@@ -1127,8 +993,8 @@ impl Engine {
             subject: req.subject.trim().to_string(),
             predicate: req.predicate.trim().to_string(),
             object: req.object.trim().to_string(),
-            valid_from: req.valid_from,
-            valid_until: req.valid_until,
+            valid_from,
+            valid_until,
             confidence,
             evidence_refs: evidence,
             status: FactStatus::Current,
@@ -1419,232 +1285,6 @@ pub(crate) async fn write_fact(
     put(engine, parse_id("fact", &f.id)?, p, Some(text)).await
 }
 
-/// The proposing agent of [`Engine::suggest_entities`] when a person or key runs it (an
-/// agent proposes as itself).
-pub const EXTRACTOR_AGENT: &str = "cairn-extractor";
-
-/// Most entity candidates one suggestion run proposes.
-pub const MAX_SUGGESTIONS: usize = 50;
-
-/// The names a message mentions: capitalized phrases of letters (no digits, codes, amounts
-/// or quotes), as the recall identifier extractor finds them. A one-word name counts only
-/// where it is capitalized inside a sentence ("met Morag", not "Thanks!" at the start), so
-/// sentence-initial words are not taken for names.
-fn names_in(text: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    // The identifier extractor keeps "X and Y" together (one query aspect); here they are
-    // two names.
-    let phrases: Vec<String> = cairn_recall::query::identifiers(text, 32)
-        .into_iter()
-        .flat_map(|p| {
-            p.split(" and ")
-                .map(|x| x.trim().to_string())
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    for cand in phrases {
-        let words: Vec<&str> = cand.split_whitespace().collect();
-        let is_phrase = !words.is_empty()
-            && words.iter().all(|w| {
-                w.chars().next().is_some_and(char::is_uppercase)
-                    && w.chars()
-                        .all(|c| c.is_alphabetic() || c == '\'' || c == '’' || c == '-')
-            });
-        if !is_phrase {
-            continue;
-        }
-        if words.len() == 1 && !mid_sentence(text, &cand) {
-            continue;
-        }
-        // A phrase that starts a sentence may begin with a word capitalized only for that
-        // ("Ask Noor Haddad"): its tail is a candidate too; counting decides.
-        let mut variants = vec![cand.clone()];
-        if words.len() > 1 && !mid_sentence(text, &cand) {
-            variants.push(words[1..].join(" "));
-        }
-        for v in variants {
-            if !out.iter().any(|o| o.eq_ignore_ascii_case(&v)) {
-                out.push(v);
-            }
-        }
-    }
-    out
-}
-
-/// Whether `text` names `name` (case-sensitively for names, case-insensitively for the
-/// normalized keys they are compared by), as whole words.
-fn mentions(text: &str, name: &str) -> bool {
-    let hay = if name.chars().any(char::is_uppercase) {
-        text.to_string()
-    } else {
-        text.to_lowercase()
-    };
-    hay.match_indices(name).any(|(i, _)| {
-        let before = hay[..i].chars().next_back();
-        let after = hay[i + name.len()..].chars().next();
-        !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
-    })
-}
-
-/// Whether `word` occurs in `text` somewhere other than at the start of a sentence.
-fn mid_sentence(text: &str, word: &str) -> bool {
-    text.match_indices(word).any(|(i, _)| {
-        let before = text[..i].trim_end();
-        !(before.is_empty() || before.ends_with(['.', '!', '?', ':', '"', '“', '\n']))
-    })
-}
-
-impl Engine {
-    /// Proposes entity candidates from stored messages, LLM-free: names (capitalized
-    /// phrases) mentioned in at least `min_mentions` messages and not yet known as an
-    /// entity, each citing the messages that mention it. They go through the review queue
-    /// like any third party's claim: nothing is known until a trusted caller approves. The
-    /// type is `person` for a name that is also a message speaker, else `other`.
-    /// Idempotent: the same messages give the same candidates (`created: false`).
-    pub async fn suggest_entities(
-        &self,
-        who: &Principal,
-        req: SuggestRequest,
-    ) -> Result<Vec<Suggestion>, ServiceError> {
-        crate::ops::admit(who, &req.scope, Operation::Read)?;
-        let partition = req.scope.partition();
-        let mut filter = Filter::new().eq("kind", PointKind::Message.as_str());
-        if let Some(c) = &req.conversation_id {
-            cairn_models::scope::validate_component("conversation_id", c)?;
-            filter = filter.eq("conversation_id", c.as_str());
-        }
-        let min = req.min_mentions.unwrap_or(2).max(1);
-        let limit = req.limit.unwrap_or(10).clamp(1, MAX_SUGGESTIONS);
-        let mut messages: Vec<StoredPoint> = self
-            .store
-            .scroll_all(&partition, filter)
-            .await?
-            .into_iter()
-            .map(|h| h.point)
-            .collect();
-        messages.sort_by(|a, b| {
-            (a.conversation_id.as_deref(), a.seq).cmp(&(b.conversation_id.as_deref(), b.seq))
-        });
-        let speakers: HashSet<String> = messages
-            .iter()
-            .filter_map(|m| m.speaker.as_deref().map(normalize_name))
-            .collect();
-        // The candidate names, then every message mentioning each (a name found in one
-        // message is counted wherever it occurs, e.g. also at a sentence start).
-        let mut names: BTreeMap<String, String> = BTreeMap::new();
-        for m in &messages {
-            for name in names_in(m.text.as_deref().unwrap_or_default()) {
-                names.entry(normalize_name(&name)).or_insert(name);
-            }
-        }
-        let mut ranked: Vec<(String, String, Vec<Ref>)> = names
-            .into_iter()
-            .map(|(key, name)| {
-                let refs: Vec<Ref> = messages
-                    .iter()
-                    .filter(|m| mentions(m.text.as_deref().unwrap_or_default(), &name))
-                    .map(StoredPoint::to_ref)
-                    .collect();
-                (key, name, refs)
-            })
-            .filter(|(_, _, refs)| refs.len() >= min)
-            .collect();
-        // A name inside a longer one mentioned as often ("Dunbar" in "Morag Dunbar") is that
-        // name, not another entity.
-        let snapshot = ranked.clone();
-        ranked.retain(|(key, _, refs)| {
-            !snapshot.iter().any(|(other, _, other_refs)| {
-                other != key && mentions(other, key) && other_refs.len() >= refs.len()
-            })
-        });
-        ranked.sort_by(|a, b| b.2.len().cmp(&a.2.len()).then_with(|| a.0.cmp(&b.0)));
-        let source_agent = who
-            .agent()
-            .map(str::to_string)
-            .unwrap_or_else(|| EXTRACTOR_AGENT.to_string());
-        let mut out = Vec::new();
-        for (key, name, refs) in ranked {
-            if out.len() >= limit {
-                break;
-            }
-            let known = scan(self, &partition, PointKind::Entity, Some(key::name(&name))).await?;
-            if !known.is_empty() {
-                continue;
-            }
-            let mentions = refs.len();
-            let entity_type = if speakers.contains(&key) {
-                EntityType::Person
-            } else {
-                EntityType::Other
-            };
-            let evidence: Vec<String> = refs
-                .iter()
-                .take(crate::candidates::MAX_EVIDENCE)
-                .map(ToString::to_string)
-                .collect();
-            let proposed = self
-                .propose(
-                    who,
-                    crate::candidates::CandidateRequest {
-                        scope: req.scope.clone(),
-                        source_agent: source_agent.clone(),
-                        memory_type: "entity".into(),
-                        content: format!("{name} is named in the stored conversation"),
-                        evidence_refs: evidence,
-                        // More mentions, more confidence; never certain.
-                        confidence: (mentions as f64 / (mentions as f64 + 2.0)).min(0.9),
-                        metadata: None,
-                        knowledge: Some(cairn_models::knowledge::ProposedKnowledge::Entity {
-                            name: name.clone(),
-                            entity_type: entity_type.as_str().into(),
-                            description: None,
-                            aliases: Vec::new(),
-                        }),
-                    },
-                )
-                .await?;
-            out.push(Suggestion {
-                name,
-                entity_type,
-                mentions,
-                created: proposed.created,
-                candidate: proposed.candidate,
-            });
-        }
-        Ok(out)
-    }
-}
-
-/// `POST /v1/entities/suggest` body.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SuggestRequest {
-    #[schema(value_type = crate::schema::Scope)]
-    pub scope: Scope,
-    /// Only this conversation's messages (default: every message of the partition).
-    #[serde(default)]
-    pub conversation_id: Option<String>,
-    /// Names mentioned in at least this many messages (default 2).
-    #[serde(default)]
-    pub min_mentions: Option<usize>,
-    /// At most this many candidates (default 10, at most 50).
-    #[serde(default)]
-    pub limit: Option<usize>,
-}
-
-/// One entity candidate [`Engine::suggest_entities`] proposed.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct Suggestion {
-    pub name: String,
-    #[serde(rename = "type")]
-    pub entity_type: EntityType,
-    /// Messages mentioning it.
-    pub mentions: usize,
-    /// False when the same candidate was proposed before.
-    pub created: bool,
-    pub candidate: crate::candidates::CandidateView,
-}
-
 /// `POST /v1/entities/merge` body.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -1722,12 +1362,12 @@ pub struct FactRequest {
     pub subject: String,
     pub predicate: String,
     pub object: String,
-    /// Epoch ms from which it holds.
+    /// From when it holds: epoch ms or RFC 3339.
     #[serde(default)]
-    pub valid_from: Option<i64>,
-    /// Epoch ms until which it holds (exclusive).
+    pub valid_from: Option<cairn_models::Timestamp>,
+    /// Until when it holds (exclusive): epoch ms or RFC 3339.
     #[serde(default)]
-    pub valid_until: Option<i64>,
+    pub valid_until: Option<cairn_models::Timestamp>,
     /// 0 to 1 (default 1).
     #[serde(default)]
     pub confidence: Option<f64>,
@@ -1770,20 +1410,4 @@ pub struct FactConflict {
     pub subject: String,
     pub predicate: String,
     pub facts: Vec<Fact>,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_are_capitalized_phrases_not_sentence_starts() {
-        let names = names_in(
-            "Thanks! I met Morag Dunbar at the Skerryvore lighthouse with Ewan. Tomorrow we sail at 10am, ticket ZX-4471, \"the big one\".",
-        );
-        assert_eq!(names, ["Morag Dunbar", "Skerryvore", "Ewan"]);
-        // A one-word name only at sentence starts is not taken; in mid-sentence it is.
-        assert!(names_in("Oban is lovely.").is_empty());
-        assert_eq!(names_in("We sailed from Oban."), ["Oban"]);
-    }
 }

@@ -21,6 +21,7 @@
 //! - [`backup`]: online backup of the embedded store and verified restore.
 //! - [`schema`]: OpenAPI descriptions of the library crates' wire types.
 
+mod access;
 pub mod auth;
 pub mod backup;
 pub mod candidates;
@@ -37,7 +38,9 @@ pub mod migrate;
 pub mod ops;
 pub mod reasoning;
 pub mod recall;
+mod records;
 pub mod schema;
+pub mod suggestions;
 pub mod turns;
 
 pub use auth::{authorize, Auth, Principal};

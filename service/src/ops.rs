@@ -34,46 +34,8 @@ use crate::recall::{check_filters, ForgetRequest, RecallBody};
 use crate::turns::{self, CompleteRequest, PrepareRequest, TurnReceipt};
 use cairn_models::grant::Operation;
 
-/// The default and largest page of a listing.
-pub const PAGE_DEFAULT: usize = 100;
-pub const PAGE_MAX: usize = 1000;
-
-/// One page of `items`: skip `offset`, take `limit` (default [`PAGE_DEFAULT`], at most
-/// [`PAGE_MAX`]).
-pub fn page<T>(items: Vec<T>, offset: Option<usize>, limit: Option<usize>) -> Vec<T> {
-    let offset = offset.unwrap_or(0);
-    let limit = limit.unwrap_or(PAGE_DEFAULT).min(PAGE_MAX);
-    items.into_iter().skip(offset).take(limit).collect()
-}
-
-/// The partition (tenant, user, namespace) a listing or deletion names, validated.
-pub fn partition(tenant: &str, user: &str, namespace: &str) -> Result<Partition, ServiceError> {
-    let scope = Scope {
-        tenant: tenant.to_string(),
-        user: user.to_string(),
-        namespace: namespace.to_string(),
-        ..Scope::default()
-    };
-    scope.validate()?;
-    Ok(scope.partition())
-}
-
-/// Validates a scope and authorizes `action` in its partition.
-pub(crate) fn admit(who: &Principal, scope: &Scope, action: Operation) -> Result<(), ServiceError> {
-    scope.validate()?;
-    authorize(who, &scope.partition(), action)
-}
-
-/// [`admit`] for a write: the scope's agent becomes the writing agent's own
-/// ([`bind_agent`]) first.
-pub(crate) fn admit_write(
-    who: &Principal,
-    scope: &mut Scope,
-    action: Operation,
-) -> Result<(), ServiceError> {
-    bind_agent(who, &mut scope.agent)?;
-    admit(who, scope, action)
-}
+pub(crate) use crate::access::{admit, admit_write};
+pub use crate::access::{page, partition, PAGE_DEFAULT, PAGE_MAX};
 
 impl Engine {
     // ---- recall and agent turns ------------------------------------------------------

@@ -20,11 +20,11 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::access::admit_write;
 use crate::auth::{authorize, Principal};
 use crate::engine::Engine;
 use crate::error::ServiceError;
-use crate::knowledge::{load_point, now, parse_id, put, scan, search_kind, Scored};
-use crate::ops::admit_write;
+use crate::records::{load_point, now, parse_id, put, scan, search_kind, Scored};
 use crate::Operation;
 
 /// Longest task, outcome, thought, action, observation or error text, in bytes.
@@ -356,6 +356,100 @@ impl Engine {
         Ok(t)
     }
 
+    /// Records a whole trace ([`RecordTraceRequest`]): starts it, adds each step and each
+    /// tool call with its number (so a replay under the same `trace_key` answers what is
+    /// stored and adds only what an interrupted call missed), completes it when told how it
+    /// ended, and answers the stored trace with its steps. The caps are checked before
+    /// anything is written.
+    pub async fn record_trace(
+        &self,
+        who: &Principal,
+        req: RecordTraceRequest,
+    ) -> Result<TraceView, ServiceError> {
+        limits::check_count("steps", req.steps.len(), limits::MAX_TRACE_STEPS)?;
+        for s in &req.steps {
+            limits::check_count(
+                "tool_calls",
+                s.tool_calls.len(),
+                limits::MAX_STEP_TOOL_CALLS,
+            )?;
+        }
+        let scope = req.scope;
+        let trace = self
+            .start_trace(
+                who,
+                TraceRequest {
+                    scope: scope.clone(),
+                    task: req.task,
+                    trace_key: req.trace_key,
+                },
+            )
+            .await?;
+        for (i, s) in req.steps.into_iter().enumerate() {
+            let step = self
+                .add_step(
+                    who,
+                    &trace.id,
+                    StepRequest {
+                        scope: scope.clone(),
+                        thought: s.thought,
+                        action: s.action,
+                        observation: s.observation,
+                        step_number: Some(i as u32 + 1),
+                    },
+                )
+                .await?;
+            for (j, c) in s.tool_calls.into_iter().enumerate() {
+                self.record_tool_call(
+                    who,
+                    &step.id,
+                    ToolCallRequest {
+                        scope: scope.clone(),
+                        tool_name: c.tool_name,
+                        arguments: c.arguments,
+                        result: c.result,
+                        status: c.status,
+                        duration_ms: c.duration_ms,
+                        error: c.error,
+                        call_number: Some(j as u32 + 1),
+                    },
+                )
+                .await?;
+            }
+        }
+        if req.outcome.is_some() || req.success.is_some() {
+            self.complete_trace(
+                who,
+                &trace.id,
+                CompleteTraceRequest {
+                    scope: scope.clone(),
+                    outcome: req.outcome,
+                    success: req.success,
+                },
+            )
+            .await?;
+        }
+        self.get_trace(who, &scope.partition(), &trace.id).await
+    }
+
+    /// The trace started with `trace_key`, with its steps and tool calls; `None` when no
+    /// trace has that key. Reads only: a lookup never starts a trace.
+    pub async fn trace_by_key(
+        &self,
+        who: &Principal,
+        partition: &Partition,
+        trace_key: &str,
+    ) -> Result<Option<TraceView>, ServiceError> {
+        authorize(who, partition, Operation::Read)?;
+        validate_component("trace_key", trace_key)?;
+        let id = ids::trace_id(partition, trace_key).to_string();
+        match self.get_trace(who, partition, &id).await {
+            Ok(view) => Ok(Some(view)),
+            Err(ServiceError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// A trace with its steps (in order) and their tool calls (in order).
     pub async fn get_trace(
         &self,
@@ -497,6 +591,60 @@ fn refuse_completed(t: &Trace) -> Result<(), ServiceError> {
         )));
     }
     Ok(())
+}
+
+/// A whole trace in one call: the task, its steps in order with the tool calls of each, and
+/// how it ended (MCP's `record_trace`; the scenario suite records traces the same way).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordTraceRequest {
+    /// The trace runs in `scope.session`.
+    pub scope: Scope,
+    pub task: String,
+    /// The steps, in order (at most [`limits::MAX_TRACE_STEPS`]).
+    #[serde(default)]
+    pub steps: Vec<RecordedStep>,
+    /// What came of it; without `outcome` and `success` the trace stays in progress.
+    #[serde(default)]
+    pub outcome: Option<String>,
+    #[serde(default)]
+    pub success: Option<bool>,
+    /// Idempotency key: recording the same key again answers the stored trace and adds only
+    /// what an interrupted call did not store; other steps under a used key are a conflict.
+    #[serde(default)]
+    pub trace_key: Option<String>,
+}
+
+/// One step of a [`RecordTraceRequest`].
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedStep {
+    #[serde(default)]
+    pub thought: Option<String>,
+    #[serde(default)]
+    pub action: Option<String>,
+    #[serde(default)]
+    pub observation: Option<String>,
+    /// The step's tool calls, in order (at most [`limits::MAX_STEP_TOOL_CALLS`]).
+    #[serde(default)]
+    pub tool_calls: Vec<RecordedToolCall>,
+}
+
+/// One tool call of a [`RecordedStep`] (a [`ToolCallRequest`] without scope and number).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedToolCall {
+    pub tool_name: String,
+    #[serde(default)]
+    pub arguments: Option<serde_json::Value>,
+    #[serde(default)]
+    pub result: Option<serde_json::Value>,
+    #[serde(default)]
+    pub status: Option<ToolStatus>,
+    #[serde(default)]
+    pub duration_ms: Option<u64>,
+    #[serde(default)]
+    pub error: Option<String>,
 }
 
 /// `POST /v1/traces` body.

@@ -284,14 +284,6 @@ pub struct DocumentInfo {
     pub ingested_at: i64,
 }
 
-/// RFC 3339 text or Unix epoch milliseconds.
-#[derive(Debug, ToSchema)]
-#[serde(untagged)]
-pub enum Timestamp {
-    Millis(i64),
-    Text(String),
-}
-
 /// One message to record.
 #[derive(Debug, ToSchema)]
 pub struct MessageInput {
@@ -302,7 +294,7 @@ pub struct MessageInput {
     pub content: String,
     /// An explicit time; also an idempotency key (with role and content) when there is no
     /// `message_id` or `turn_id`.
-    pub ts: Option<Timestamp>,
+    pub ts: Option<cairn_models::Timestamp>,
     /// One message per turn and role: a replay of the turn collapses onto it.
     #[schema(pattern = "^[A-Za-z0-9_.-]{1,128}$")]
     pub turn_id: Option<String>,

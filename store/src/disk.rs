@@ -32,23 +32,6 @@ pub const DEFAULT_RESERVE_BYTES: u64 = 64 * 1024 * 1024;
 /// How long a measurement of the holes is reused while the disk has plenty of room.
 const HOLES_TTL: Duration = Duration::from_millis(250);
 
-/// The reserve from `CAIRN_DISK_RESERVE_MB` (megabytes; `0` turns the check off), else
-/// [`DEFAULT_RESERVE_BYTES`]. A value that is not a number is an error naming the key.
-pub fn reserve_from_env() -> Result<u64> {
-    match std::env::var("CAIRN_DISK_RESERVE_MB") {
-        Ok(v) => v
-            .trim()
-            .parse::<u64>()
-            .map(|mb| mb.saturating_mul(1024 * 1024))
-            .map_err(|_| {
-                StoreError::Invalid(format!(
-                    "CAIRN_DISK_RESERVE_MB={v:?}: expected a whole number of megabytes (0: off)"
-                ))
-            }),
-        Err(_) => Ok(DEFAULT_RESERVE_BYTES),
-    }
-}
-
 /// What a write needs free, and what the disk has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DiskNeed {

@@ -63,23 +63,13 @@ pub enum SyncPolicy {
 }
 
 impl SyncPolicy {
-    /// `always` or `os`.
+    /// `always` or `os` (`fsync` and `none` are accepted as their aliases). `None` for
+    /// anything else: the caller reports it rather than silently downgrading durability.
     pub fn parse(s: &str) -> Option<Self> {
         match s.trim().to_ascii_lowercase().as_str() {
             "always" | "fsync" => Some(SyncPolicy::Always),
             "os" | "none" => Some(SyncPolicy::Os),
             _ => None,
-        }
-    }
-
-    /// `CAIRN_SYNC` (`always` or `os`), default `always`. An unknown value is an error
-    /// rather than a silent downgrade of durability.
-    pub fn from_env() -> Result<Self> {
-        match std::env::var("CAIRN_SYNC") {
-            Ok(v) => SyncPolicy::parse(&v).ok_or_else(|| {
-                StoreError::Invalid(format!("CAIRN_SYNC={v:?}: expected `always` or `os`"))
-            }),
-            Err(_) => Ok(SyncPolicy::default()),
         }
     }
 

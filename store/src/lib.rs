@@ -37,7 +37,7 @@ pub use edge::{BackupProgress, BackupReport, EdgeStore, SnapshotFile, StoreConfi
 pub use filter::{Cond, Filter, Value};
 pub use journal::SyncPolicy;
 pub use memory::InMemoryStore;
-pub use server::{QdrantStore, ServerConfig};
+pub use server::{QdrantStore, ReadConsistency, ServerConfig};
 
 use cairn_models::{ErrorKind, Partition, StoredPoint};
 use uuid::Uuid;

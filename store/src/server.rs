@@ -87,6 +87,18 @@ pub enum ReadConsistency {
     All,
 }
 
+impl ReadConsistency {
+    /// The name [`std::str::FromStr`] reads back.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReadConsistency::Any => "any",
+            ReadConsistency::Majority => "majority",
+            ReadConsistency::Quorum => "quorum",
+            ReadConsistency::All => "all",
+        }
+    }
+}
+
 impl std::str::FromStr for ReadConsistency {
     type Err = StoreError;
     fn from_str(s: &str) -> Result<Self> {
@@ -141,51 +153,6 @@ impl ServerConfig {
             dim,
             rest_url: None,
         }
-    }
-
-    /// The server configuration in the environment, `None` when `CAIRN_QDRANT_URL` is unset
-    /// or empty (the embedded store). `CAIRN_QDRANT_API_KEY`, `CAIRN_QDRANT_COLLECTION`,
-    /// `CAIRN_QDRANT_SHARDS`, `CAIRN_QDRANT_REPLICATION`, `CAIRN_QDRANT_WRITE_CONSISTENCY`,
-    /// `CAIRN_QDRANT_READ_CONSISTENCY` (`any`, `majority`, `quorum`, `all`) and
-    /// `CAIRN_QDRANT_TIMEOUT_SECS` and `CAIRN_QDRANT_REST_URL` (backups) refine it. `{dir}` in the collection name becomes a
-    /// digest of `data_dir`, so each data directory gets a collection of its own (the test
-    /// suites run that way against one server).
-    pub fn from_env(dim: usize, data_dir: &Path) -> Result<Option<Self>> {
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        let Some(url) = var("CAIRN_QDRANT_URL") else {
-            return Ok(None);
-        };
-        let number = |name: &str| -> Result<Option<u32>> {
-            var(name)
-                .map(|v| {
-                    v.trim()
-                        .parse::<u32>()
-                        .ok()
-                        .filter(|n| *n > 0)
-                        .ok_or_else(|| {
-                            StoreError::Invalid(format!(
-                                "{name}={v:?}: expected a positive integer"
-                            ))
-                        })
-                })
-                .transpose()
-        };
-        let mut config = ServerConfig::new(url.trim(), dim);
-        config.api_key = var("CAIRN_QDRANT_API_KEY");
-        config.rest_url = var("CAIRN_QDRANT_REST_URL");
-        if let Some(name) = var("CAIRN_QDRANT_COLLECTION") {
-            config.collection = collection_name(&name, data_dir)?;
-        }
-        config.shard_number = number("CAIRN_QDRANT_SHARDS")?;
-        config.replication_factor = number("CAIRN_QDRANT_REPLICATION")?;
-        config.write_consistency_factor = number("CAIRN_QDRANT_WRITE_CONSISTENCY")?;
-        if let Some(r) = var("CAIRN_QDRANT_READ_CONSISTENCY") {
-            config.read_consistency = r.trim().parse()?;
-        }
-        if let Some(t) = number("CAIRN_QDRANT_TIMEOUT_SECS")? {
-            config.timeout = Duration::from_secs(u64::from(t));
-        }
-        Ok(Some(config))
     }
 }
 

@@ -6,9 +6,9 @@ use cairn_models::knowledge::{Entity, Fact, Predicate, Preference, Relationship}
 use cairn_service::knowledge::{
     EntityRequest, FactConflict, FactOutcome, FactQuery, FactRequest, MergeRequest,
     PredicateRequest, PreferenceRequest, RelatedEntity, RelationshipRequest, Scored,
-    SuggestRequest, Suggestion,
 };
 use cairn_service::ops::partition;
+use cairn_service::suggestions::{SuggestRequest, Suggestion};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -38,9 +38,6 @@ pub(super) fn router() -> OpenApiRouter<SharedState> {
         .routes(routes!(get_fact))
         .routes(routes!(declare_predicate, list_predicates))
 }
-
-/// Default size of a search answer.
-const SEARCH_DEFAULT: usize = 10;
 
 // ---- query strings -----------------------------------------------------------------------
 
@@ -338,7 +335,7 @@ async fn search_entities(
             &partition,
             &q.q,
             q.entity_type.as_deref(),
-            q.limit.unwrap_or(SEARCH_DEFAULT),
+            q.limit.unwrap_or(cairn_service::knowledge::DEFAULT_SEARCH),
         )
         .await?;
     Ok(Json(EntitySearch { results }))
@@ -595,7 +592,7 @@ async fn search_preferences(
             &partition,
             &q.q,
             q.category.as_deref(),
-            q.limit.unwrap_or(SEARCH_DEFAULT),
+            q.limit.unwrap_or(cairn_service::knowledge::DEFAULT_SEARCH),
         )
         .await?;
     Ok(Json(PreferenceSearch { results }))

@@ -108,9 +108,6 @@ pub struct ToolStatsList {
     pub tools: Vec<ToolStats>,
 }
 
-/// Default size of a search answer.
-const SEARCH_DEFAULT: usize = 10;
-
 /// The document's `TraceView` and `StepView`. Their record (`Trace`, `Step`) is flattened
 /// into them with `#[serde(flatten)]`, which utoipa describes as an `allOf` of the record
 /// and an object holding the list: a reader that allows no undocumented field (the HTTP
@@ -259,7 +256,7 @@ async fn similar_traces(
             &who,
             &partition,
             &q.task,
-            q.limit.unwrap_or(SEARCH_DEFAULT),
+            q.limit.unwrap_or(cairn_service::knowledge::DEFAULT_SEARCH),
             q.success_only,
         )
         .await?;

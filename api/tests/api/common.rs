@@ -12,7 +12,6 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use cairn_api::{app, AppState, Auth, Engine, Metrics, ServerConfig};
 use cairn_embed::EmbedConfig;
-use cairn_recall::RecallConfig;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
@@ -40,9 +39,8 @@ pub fn app_with(auth: Auth, config: ServerConfig) -> TestApp {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open_with(
         dir.path(),
-        &EmbedConfig::from_env(),
-        RecallConfig::default(),
-        None,
+        &EmbedConfig::default(),
+        engine_options(dir.path()),
     )
     .expect("engine (run scripts/setup.sh first)");
     let state = Arc::new(AppState {
@@ -357,4 +355,12 @@ pub fn mcp_initialize(host: &str, key: Option<&str>) -> Request<Body> {
 
 pub fn code(v: &Value) -> Option<&str> {
     v["error"]["code"].as_str()
+}
+
+/// The store the suite runs on, configured as `cairn` would from this process's environment
+/// for the data directory `dir`: embedded by default, a Qdrant server when `CAIRN_QDRANT_URL`
+/// is set (then `CAIRN_QDRANT_COLLECTION='t_{dir}'` gives each directory its collection).
+pub fn engine_options(dir: &std::path::Path) -> cairn_service::EngineOptions {
+    cairn_config::engine_options_from(&|k| std::env::var(k).ok(), dir)
+        .expect("store configuration from the environment")
 }

@@ -9,6 +9,7 @@
 mod backup;
 mod cli;
 mod cli_knowledge;
+mod config;
 mod crash;
 mod disk_full;
 mod hostile;

@@ -27,12 +27,12 @@
 
 use std::collections::BTreeMap;
 
-use cairn_models::knowledge::{Cardinality, ToolStatus};
+use cairn_models::knowledge::Cardinality;
 use cairn_models::Scope;
 use cairn_service::knowledge::{
     EntityRequest, FactQuery, FactRequest, PredicateRequest, PreferenceRequest,
 };
-use cairn_service::reasoning::{CompleteTraceRequest, StepRequest, ToolCallRequest, TraceRequest};
+use cairn_service::reasoning::{RecordTraceRequest, RecordedStep};
 use cairn_service::{Engine, Principal, ServiceError};
 use serde::Deserialize;
 
@@ -348,8 +348,8 @@ pub(crate) async fn add_fact(
                 subject: s.subject.clone(),
                 predicate: s.predicate.clone(),
                 object: s.object.clone(),
-                valid_from,
-                valid_until,
+                valid_from: valid_from.map(Into::into),
+                valid_until: valid_until.map(Into::into),
                 confidence: s.confidence,
                 evidence_refs,
                 supersede: s.supersede,
@@ -525,8 +525,9 @@ pub(crate) async fn list_facts(
 pub struct TraceStep {
     pub scope: String,
     pub task: String,
+    /// The steps with their tool calls, as MCP's `record_trace` takes them.
     #[serde(default)]
-    pub steps: Vec<TraceStepInput>,
+    pub steps: Vec<RecordedStep>,
     /// With `outcome` or `success` the trace is completed; without both it stays open.
     #[serde(default)]
     pub outcome: Option<String>,
@@ -542,37 +543,8 @@ pub struct TraceStep {
     pub expect: WriteExpect,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TraceStepInput {
-    #[serde(default)]
-    pub thought: Option<String>,
-    #[serde(default)]
-    pub action: Option<String>,
-    #[serde(default)]
-    pub observation: Option<String>,
-    #[serde(default)]
-    pub tool_calls: Vec<ToolCallInput>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolCallInput {
-    pub tool_name: String,
-    #[serde(default)]
-    pub arguments: Option<serde_json::Value>,
-    #[serde(default)]
-    pub result: Option<serde_json::Value>,
-    #[serde(default)]
-    pub status: Option<ToolStatus>,
-    #[serde(default)]
-    pub duration_ms: Option<u64>,
-    #[serde(default)]
-    pub error: Option<String>,
-}
-
-/// Starts the trace, adds its steps and tool calls in order, completes it when told how it
-/// ended: `start_trace`, `add_step`, `record_tool_call`, `complete_trace`.
+/// Records the trace in one call, as MCP's `record_trace` does (`Engine::record_trace`:
+/// steps and tool calls numbered in order, completed when told how it ended).
 pub(crate) async fn trace(
     engine: &Engine,
     scope: &Scope,
@@ -580,65 +552,21 @@ pub(crate) async fn trace(
     names: &mut Names,
     f: &mut Vec<String>,
 ) {
-    let who = Principal::Local;
     let run = async {
-        let t = engine
-            .start_trace(
-                &who,
-                TraceRequest {
+        let view = engine
+            .record_trace(
+                &Principal::Local,
+                RecordTraceRequest {
                     scope: scope.clone(),
                     task: s.task.clone(),
+                    steps: s.steps.clone(),
+                    outcome: s.outcome.clone(),
+                    success: s.success,
                     trace_key: s.trace_key.clone(),
                 },
             )
             .await?;
-        for st in &s.steps {
-            let step = engine
-                .add_step(
-                    &who,
-                    &t.id,
-                    StepRequest {
-                        scope: scope.clone(),
-                        thought: st.thought.clone(),
-                        action: st.action.clone(),
-                        observation: st.observation.clone(),
-                        step_number: None,
-                    },
-                )
-                .await?;
-            for c in &st.tool_calls {
-                engine
-                    .record_tool_call(
-                        &who,
-                        &step.id,
-                        ToolCallRequest {
-                            scope: scope.clone(),
-                            tool_name: c.tool_name.clone(),
-                            arguments: c.arguments.clone(),
-                            result: c.result.clone(),
-                            status: c.status,
-                            duration_ms: c.duration_ms,
-                            error: c.error.clone(),
-                            call_number: None,
-                        },
-                    )
-                    .await?;
-            }
-        }
-        if s.outcome.is_some() || s.success.is_some() {
-            engine
-                .complete_trace(
-                    &who,
-                    &t.id,
-                    CompleteTraceRequest {
-                        scope: scope.clone(),
-                        outcome: s.outcome.clone(),
-                        success: s.success,
-                    },
-                )
-                .await?;
-        }
-        Ok::<_, ServiceError>(t)
+        Ok::<_, ServiceError>(view.trace)
     };
     let Some(t) = outcome(f, s.expect.error.as_ref(), run.await) else {
         return;

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use cairn_eval::beir::{BeirOptions, DocMode};
 use cairn_eval::locomo::LocomoOptions;
-use cairn_eval::{EvalEnv, Mode};
+use cairn_eval::Mode;
 
 const DOCS: &[(&str, &str, &str)] = &[
     ("d1", "Vitamin D and bone density", "Vitamin D supplementation increases bone mineral density in elderly women with osteoporosis."),
@@ -111,7 +111,7 @@ async fn beir_harness_on_a_tiny_corpus() {
     let data = tempfile::tempdir().unwrap();
     write_beir(data.path());
     let out = tempfile::tempdir().unwrap();
-    let env = EvalEnv::open(None).await.unwrap();
+    let env = crate::eval_env().await;
     let mut opts = BeirOptions::new(data.path().to_path_buf(), "test");
     opts.budgets = vec![250, 1000];
     opts.holdout = 1;
@@ -179,7 +179,7 @@ async fn locomo_harness_on_a_tiny_conversation() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("locomo.json");
     write_locomo(&path);
-    let env = EvalEnv::open(None).await.unwrap();
+    let env = crate::eval_env().await;
     let mut opts = LocomoOptions::new(path);
     opts.budgets = vec![250];
     opts.probe_limit = 10;

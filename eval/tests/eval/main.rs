@@ -8,3 +8,19 @@
 
 mod benchmarks;
 mod scenarios;
+
+/// The model and the store the suite runs on, configured as `cairn` would from this
+/// process's environment: embedded by default, a Qdrant server when `CAIRN_QDRANT_URL` is
+/// set (one collection per workspace).
+pub async fn eval_env() -> cairn_eval::EvalEnv {
+    let env = |k: &str| std::env::var(k).ok();
+    let config = cairn_config::Config::load(&cairn_config::Sources::env(&env))
+        .expect("configuration from the environment");
+    let opened = cairn_eval::EvalEnv::open(config.embed.clone(), None)
+        .await
+        .expect("embedding model (run scripts/setup.sh first)");
+    let server = config
+        .server(opened.embedder.spec().dim)
+        .expect("store configuration");
+    opened.on_server(server)
+}

@@ -4,13 +4,12 @@
 use std::path::Path;
 
 use cairn_eval::scenario;
-use cairn_eval::EvalEnv;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_scenario_passes() {
-    let env = EvalEnv::open(None).await.unwrap();
+    let env = crate::eval_env().await;
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
-    let results = scenario::run_dir(&env.embedder, &dir).await.unwrap();
+    let results = scenario::run_dir(&env, &dir).await.unwrap();
     assert!(results.len() >= 6, "{} scenarios found", results.len());
     let summary = scenario::summary(&results);
     println!("{summary}");
@@ -19,7 +18,7 @@ async fn every_scenario_passes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_expectation_is_reported() {
-    let env = EvalEnv::open(None).await.unwrap();
+    let env = crate::eval_env().await;
     let s: scenario::Scenario = serde_json::from_value(serde_json::json!({
         "name": "wrong on purpose",
         "scopes": {"a": {"tenant": "t", "user": "u"}},
@@ -38,7 +37,7 @@ async fn a_failing_expectation_is_reported() {
         ]
     }))
     .unwrap();
-    let r = scenario::run(&env.embedder, &s).await.unwrap();
+    let r = scenario::run(&env, &s).await.unwrap();
     assert!(!r.passed);
     let all = r.failures.join("\n");
     // `$name`s: a name is known after its step only and stands for the record's ref;
@@ -55,7 +54,7 @@ async fn a_failing_expectation_is_reported() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn known_bugs_are_reported_apart_from_failures() {
-    let env = EvalEnv::open(None).await.unwrap();
+    let env = crate::eval_env().await;
     let s: scenario::Scenario = serde_json::from_value(serde_json::json!({
         "name": "a documented bug",
         "scopes": {"a": {"tenant": "t", "user": "u"}},
@@ -70,7 +69,7 @@ async fn known_bugs_are_reported_apart_from_failures() {
         ]
     }))
     .unwrap();
-    let r = scenario::run(&env.embedder, &s).await.unwrap();
+    let r = scenario::run(&env, &s).await.unwrap();
     assert!(r.passed, "{:?}", r.failures);
     assert!(
         r.failures.is_empty(),

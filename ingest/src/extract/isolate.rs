@@ -42,9 +42,9 @@
 //! [`crate::IngestConfig::extractor`] chooses. The library's default is
 //! [`Extractor::InProcess`], because only a program that implements this protocol can be a
 //! worker and a library cannot know one: in a test binary, `current_exe()` is the test
-//! harness. The `cairn` binary installs `Isolated(current_exe())` as the process default at
-//! start ([`Extractor::set_process_default`]), before anything builds an `IngestConfig`, so
-//! the server, `cairn ingest`, the benchmarks and the evaluation all isolate.
+//! harness. The `cairn` binary passes `Isolated(current_exe())` to every engine it opens
+//! (`cairn_service::EngineOptions::extractor`), so the server and `cairn ingest` isolate;
+//! the evaluation harness reads no PDFs and extracts in-process.
 //!
 //! Library and integration tests without the `cairn` binary therefore extract in-process:
 //! they must not feed hostile PDFs to the parser (one would abort the test binary). The
@@ -52,17 +52,16 @@
 //! protocol and the limit handling are unit-tested below with `/bin/sh` as a stand-in
 //! worker that sleeps, floods its pipes or kills itself with a signal.
 //!
-//! Limits come from [`WorkerLimits::from_env`]: `CAIRN_EXTRACT_TIMEOUT_SECS` (default 30),
-//! `CAIRN_EXTRACT_MEMORY_MB` (1024; 0 = none), `CAIRN_EXTRACT_CPU_SECS` (60; 0 = none),
-//! `CAIRN_EXTRACT_MAX_OUTPUT_MB` (128), `CAIRN_EXTRACT_WORKERS` (concurrent children,
-//! default the number of CPUs, at most 4).
+//! Limits are a [`WorkerLimits`] value; the `cairn` binary builds it from its `extract.*`
+//! settings (wall clock 30 s, memory 1024 MiB, CPU 60 s, output 128 MiB, workers the number
+//! of CPUs up to 4 by default).
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -81,13 +80,6 @@ const STDERR_KEEP: usize = 16 * 1024;
 
 const MIB: u64 = 1024 * 1024;
 
-/// Environment variables read by [`WorkerLimits::from_env`].
-pub const ENV_TIMEOUT_SECS: &str = "CAIRN_EXTRACT_TIMEOUT_SECS";
-pub const ENV_MEMORY_MB: &str = "CAIRN_EXTRACT_MEMORY_MB";
-pub const ENV_CPU_SECS: &str = "CAIRN_EXTRACT_CPU_SECS";
-pub const ENV_MAX_OUTPUT_MB: &str = "CAIRN_EXTRACT_MAX_OUTPUT_MB";
-pub const ENV_WORKERS: &str = "CAIRN_EXTRACT_WORKERS";
-
 /// How documents are extracted. See the module documentation for which mode runs where.
 #[derive(Debug, Clone, Default)]
 pub enum Extractor {
@@ -100,25 +92,10 @@ pub enum Extractor {
     Isolated(Arc<IsolatedExtractor>),
 }
 
-static PROCESS_DEFAULT: OnceLock<Extractor> = OnceLock::new();
-
 impl Extractor {
     /// An isolated extractor that runs `program extract-worker …` for each PDF.
     pub fn isolated(program: impl Into<PathBuf>, limits: WorkerLimits) -> Self {
         Extractor::Isolated(Arc::new(IsolatedExtractor::new(program, limits)))
-    }
-
-    /// Sets the extractor that [`Extractor::process_default`] (and so
-    /// [`crate::IngestConfig::for_model`]) returns in this process. A binary that
-    /// implements [`WORKER_COMMAND`] calls it once at start. Returns false (and changes
-    /// nothing) when a default was already set.
-    pub fn set_process_default(extractor: Extractor) -> bool {
-        PROCESS_DEFAULT.set(extractor).is_ok()
-    }
-
-    /// The process default: what [`Extractor::set_process_default`] set, else `InProcess`.
-    pub fn process_default() -> Extractor {
-        PROCESS_DEFAULT.get().cloned().unwrap_or_default()
     }
 
     /// Extracts one document. Blocking (it may wait for a child process): call it on the
@@ -165,81 +142,6 @@ impl Default for WorkerLimits {
             max_output_bytes: 128 * MIB,
             max_workers: cpus.clamp(1, 4),
         }
-    }
-}
-
-/// A limit variable that could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{var}={value:?}: expected {expected}")]
-pub struct LimitsError {
-    pub var: &'static str,
-    pub value: String,
-    pub expected: &'static str,
-}
-
-impl WorkerLimits {
-    /// The defaults, overridden by the `CAIRN_EXTRACT_*` variables (see the module docs).
-    pub fn from_env() -> Result<Self, LimitsError> {
-        Self::from_lookup(|name| std::env::var(name).ok())
-    }
-
-    /// [`WorkerLimits::from_env`] with another source of variables.
-    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, LimitsError> {
-        let mut limits = WorkerLimits::default();
-        let read =
-            |var: &'static str, expected: &'static str| -> Result<Option<f64>, LimitsError> {
-                match get(var) {
-                    None => Ok(None),
-                    Some(v) if v.trim().is_empty() => Ok(None),
-                    Some(v) => match v.trim().parse::<f64>() {
-                        Ok(x) if x.is_finite() && x >= 0.0 => Ok(Some(x)),
-                        _ => Err(LimitsError {
-                            var,
-                            value: v,
-                            expected,
-                        }),
-                    },
-                }
-            };
-        let timeout_explicit = read(ENV_TIMEOUT_SECS, "a positive number of seconds")?;
-        if let Some(secs) = timeout_explicit {
-            if secs <= 0.0 {
-                return Err(LimitsError {
-                    var: ENV_TIMEOUT_SECS,
-                    value: secs.to_string(),
-                    expected: "a positive number of seconds",
-                });
-            }
-            limits.timeout = Duration::from_secs_f64(secs);
-            limits.cpu_seconds = Some((2.0 * secs).ceil() as u64);
-        }
-        if let Some(mb) = read(ENV_MEMORY_MB, "a number of MiB (0: no limit)")? {
-            limits.memory_bytes = (mb > 0.0).then_some((mb * MIB as f64) as u64);
-        }
-        if let Some(secs) = read(ENV_CPU_SECS, "a number of seconds (0: no limit)")? {
-            limits.cpu_seconds = (secs > 0.0).then_some(secs.ceil() as u64);
-        }
-        if let Some(mb) = read(ENV_MAX_OUTPUT_MB, "a positive number of MiB")? {
-            if mb <= 0.0 {
-                return Err(LimitsError {
-                    var: ENV_MAX_OUTPUT_MB,
-                    value: mb.to_string(),
-                    expected: "a positive number of MiB",
-                });
-            }
-            limits.max_output_bytes = (mb * MIB as f64) as u64;
-        }
-        if let Some(n) = read(ENV_WORKERS, "a whole number of workers, at least 1")? {
-            if n < 1.0 || n.fract() != 0.0 {
-                return Err(LimitsError {
-                    var: ENV_WORKERS,
-                    value: n.to_string(),
-                    expected: "a whole number of workers, at least 1",
-                });
-            }
-            limits.max_workers = n as usize;
-        }
-        Ok(limits)
     }
 }
 
@@ -1053,45 +955,6 @@ mod tests {
             empty.into_result("e.pdf", MediaType::Pdf),
             Err(IngestError::Empty { source_name }) if source_name == "e.pdf"
         ));
-    }
-
-    #[test]
-    fn limits_from_the_environment() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |name: &str| {
-                pairs
-                    .iter()
-                    .find(|(k, _)| *k == name)
-                    .map(|(_, v)| v.to_string())
-            }
-        };
-        let d = WorkerLimits::from_lookup(env(&[])).unwrap();
-        assert_eq!(d, WorkerLimits::default());
-        assert_eq!(d.timeout, Duration::from_secs(30));
-        assert_eq!(d.memory_bytes, Some(1 << 30));
-        let l = WorkerLimits::from_lookup(env(&[
-            (ENV_TIMEOUT_SECS, "2.5"),
-            (ENV_MEMORY_MB, "0"),
-            (ENV_WORKERS, "3"),
-            (ENV_MAX_OUTPUT_MB, "1"),
-        ]))
-        .unwrap();
-        assert_eq!(l.timeout, Duration::from_millis(2500));
-        assert_eq!(l.cpu_seconds, Some(5), "CPU backstop follows the timeout");
-        assert_eq!(l.memory_bytes, None);
-        assert_eq!((l.max_workers, l.max_output_bytes), (3, 1 << 20));
-        let l = WorkerLimits::from_lookup(env(&[(ENV_CPU_SECS, "7")])).unwrap();
-        assert_eq!(l.cpu_seconds, Some(7));
-        for bad in [
-            &[(ENV_TIMEOUT_SECS, "0")][..],
-            &[(ENV_TIMEOUT_SECS, "soon")],
-            &[(ENV_WORKERS, "0")],
-            &[(ENV_WORKERS, "1.5")],
-            &[(ENV_MEMORY_MB, "-1")],
-        ] {
-            let err = WorkerLimits::from_lookup(env(bad)).unwrap_err();
-            assert_eq!(err.var, bad[0].0);
-        }
     }
 
     #[test]

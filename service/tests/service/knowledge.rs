@@ -28,7 +28,7 @@ use cairn_service::reasoning::{
     CompleteTraceRequest, StepRequest, ToolCallRequest, ToolStats, TraceRequest,
 };
 use cairn_service::recall::{ForgetRequest, RecallBody};
-use cairn_service::{Auth, Engine, EngineOptions, Principal, ServiceError};
+use cairn_service::{Auth, Engine, Principal, ServiceError};
 use tempfile::TempDir;
 
 const DAY: i64 = 86_400_000;
@@ -38,7 +38,7 @@ fn embedder() -> Embedder {
     static EMBEDDER: OnceLock<Embedder> = OnceLock::new();
     EMBEDDER
         .get_or_init(|| {
-            Embedder::open(&EmbedConfig::from_env(), None)
+            Embedder::open(&EmbedConfig::default(), None)
                 .expect("embedding model (run scripts/setup.sh first)")
         })
         .clone()
@@ -52,8 +52,8 @@ struct Env {
 
 fn open() -> Env {
     let dir = tempfile::tempdir().unwrap();
-    let engine =
-        Engine::with_embedder(dir.path(), embedder(), EngineOptions::default()).expect("engine");
+    let engine = Engine::with_embedder(dir.path(), embedder(), crate::engine_options(dir.path()))
+        .expect("engine");
     Env {
         engine: Arc::new(engine),
         _dir: dir,
@@ -484,8 +484,8 @@ async fn validity_windows_decide_what_holds_and_what_conflicts() {
     let t = now();
 
     let mut req = fact_req(&sc, "Carol", "works_at", "Initech");
-    req.valid_from = Some(t - 10 * DAY);
-    req.valid_until = Some(t - 5 * DAY);
+    req.valid_from = Some((t - 10 * DAY).into());
+    req.valid_until = Some((t - 5 * DAY).into());
     let old = e.add_fact(&LOCAL, req).await.unwrap();
     assert!(facts(e, &p, FactQuery::default()).await.is_empty());
     assert_eq!(ids(&facts(e, &p, history()).await), ids([&old.fact]));
@@ -502,7 +502,7 @@ async fn validity_windows_decide_what_holds_and_what_conflicts() {
 
     // The next job starts where the last ended: disjoint windows, no conflict.
     let mut req = fact_req(&sc, "Carol", "works_at", "Globex");
-    req.valid_from = Some(t - 5 * DAY);
+    req.valid_from = Some((t - 5 * DAY).into());
     let new = e.add_fact(&LOCAL, req).await.unwrap();
     assert!(new.conflicts_with.is_empty() && new.superseded.is_empty());
     assert!(e.fact_conflicts(&LOCAL, &p).await.unwrap().is_empty());
@@ -518,8 +518,8 @@ async fn validity_windows_decide_what_holds_and_what_conflicts() {
 
     // An overlapping window does conflict.
     let mut req = fact_req(&sc, "Carol", "works_at", "Hooli");
-    req.valid_from = Some(t - 6 * DAY);
-    req.valid_until = Some(t - 4 * DAY);
+    req.valid_from = Some((t - 6 * DAY).into());
+    req.valid_until = Some((t - 4 * DAY).into());
     let overlap = e.add_fact(&LOCAL, req).await.unwrap();
     assert_eq!(
         overlap
@@ -532,8 +532,8 @@ async fn validity_windows_decide_what_holds_and_what_conflicts() {
 
     for (from, until) in [(t, t), (t, t - 1)] {
         let mut req = fact_req(&sc, "Carol", "works_at", "Nowhere");
-        req.valid_from = Some(from);
-        req.valid_until = Some(until);
+        req.valid_from = Some(from.into());
+        req.valid_until = Some(until.into());
         assert!(matches!(
             e.add_fact(&LOCAL, req).await,
             Err(ServiceError::InvalidRequest(_))
@@ -2029,7 +2029,7 @@ async fn counts_report_what_is_known_now() {
 /// candidates citing those messages; nothing is known until one is approved.
 #[tokio::test(flavor = "multi_thread")]
 async fn suggested_entities_are_candidates_until_approved() {
-    use cairn_service::knowledge::SuggestRequest;
+    use cairn_service::suggestions::SuggestRequest;
     let env = open();
     let e = &env.engine;
     let sc = scope("acme", "alice");

@@ -16,7 +16,6 @@ use cairn_ingest::MessageInput;
 use cairn_models::ids::{candidate_record_id, memory_point_id, sha256_hex, turn_record_id};
 use cairn_models::state::{CandidateStatus, RecordState};
 use cairn_models::{limits, PointKind, Ref, Role, Scope, StoredPoint, TrustOrigin};
-use cairn_recall::RecallConfig;
 use cairn_service::documents::DocumentBody;
 use cairn_service::recall::{ForgetRequest, RecallBody};
 use cairn_service::turns::CompleteRequest;
@@ -26,7 +25,7 @@ use serde_json::json;
 
 fn open(dir: &std::path::Path) -> Arc<Engine> {
     Arc::new(
-        Engine::open_with(dir, &EmbedConfig::from_env(), RecallConfig::default(), None)
+        Engine::open_with(dir, &EmbedConfig::default(), crate::engine_options(dir))
             .expect("engine (run scripts/setup.sh first)"),
     )
 }

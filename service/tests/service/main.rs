@@ -8,3 +8,11 @@
 
 mod knowledge;
 mod legacy_layout;
+
+/// The store the suite runs on, configured as `cairn` would from this process's environment
+/// for the data directory `dir`: embedded by default, a Qdrant server when `CAIRN_QDRANT_URL`
+/// is set (then `CAIRN_QDRANT_COLLECTION='t_{dir}'` gives each directory its collection).
+pub fn engine_options(dir: &std::path::Path) -> cairn_service::EngineOptions {
+    cairn_config::engine_options_from(&|k| std::env::var(k).ok(), dir)
+        .expect("store configuration from the environment")
+}

@@ -241,7 +241,8 @@ class ProposedKnowledgeEntity(CairnModel):
 ProposedKnowledge = Annotated[Union[ProposedKnowledgeFact, ProposedKnowledgePreference, ProposedKnowledgeEntity], Field(discriminator="kind")]
 
 
-# RFC 3339 text or Unix epoch milliseconds.
+# A time as Unix epoch milliseconds (`1735689600000`) or RFC 3339 text
+# (`"2025-01-01T00:00:00Z"`).
 Timestamp = Union[int, str]
 
 
@@ -644,8 +645,8 @@ class FactRequest(CairnModel):
     subject: str
     supersede: Optional[bool] = Field(default=None, description="Replace the current fact(s) with the same subject and predicate.")
     trust_origin: Optional[TrustOrigin] = None
-    valid_from: Optional[int] = Field(default=None, description="Epoch ms from which it holds.")
-    valid_until: Optional[int] = Field(default=None, description="Epoch ms until which it holds (exclusive).")
+    valid_from: Optional[Timestamp] = None
+    valid_until: Optional[Timestamp] = None
 
 
 class ForgetReport(CairnModel):
