@@ -35,7 +35,7 @@ use cairn_service::candidates::CandidateRequest;
 use cairn_service::documents::{DocumentBody, DocumentList};
 use cairn_service::knowledge::{EntityRequest, FactQuery, FactRequest, PreferenceRequest};
 use cairn_service::messages::PostedMessage;
-use cairn_service::reasoning::{RecordTraceRequest, RecordedStep, RecordedToolCall};
+use cairn_service::reasoning::{RecordTraceRequest, RecordedStep};
 use cairn_service::recall::{ForgetRequest, RecallBody};
 use cairn_service::turns::{CompleteRequest, PrepareRequest};
 use cairn_service::{ops, Engine, Principal, ServiceError};
@@ -715,66 +715,6 @@ pub struct ListFactsArgs {
     pub history: bool,
 }
 
-/// One step of `record_trace`.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TraceStepArg {
-    #[serde(default)]
-    pub thought: Option<String>,
-    #[serde(default)]
-    pub action: Option<String>,
-    #[serde(default)]
-    pub observation: Option<String>,
-    /// The tool calls made in this step, in order.
-    #[serde(default)]
-    pub tool_calls: Vec<ToolCallArg>,
-}
-
-/// One tool call of a step.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ToolCallArg {
-    pub tool_name: String,
-    /// The call's arguments (a JSON object).
-    #[serde(default)]
-    pub arguments: Option<serde_json::Map<String, serde_json::Value>>,
-    #[serde(default)]
-    pub result: Option<serde_json::Value>,
-    /// Default `success`.
-    #[serde(default)]
-    pub status: Option<ToolStatusArg>,
-    #[serde(default)]
-    pub duration_ms: Option<u64>,
-    #[serde(default)]
-    pub error: Option<String>,
-}
-
-/// How a tool call ended.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolStatusArg {
-    Pending,
-    Success,
-    Failure,
-    Error,
-    Timeout,
-    Cancelled,
-}
-
-impl From<ToolStatusArg> for cairn_models::knowledge::ToolStatus {
-    fn from(s: ToolStatusArg) -> Self {
-        use cairn_models::knowledge::ToolStatus as T;
-        match s {
-            ToolStatusArg::Pending => T::Pending,
-            ToolStatusArg::Success => T::Success,
-            ToolStatusArg::Failure => T::Failure,
-            ToolStatusArg::Error => T::Error,
-            ToolStatusArg::Timeout => T::Timeout,
-            ToolStatusArg::Cancelled => T::Cancelled,
-        }
-    }
-}
-
 /// Arguments of `record_trace`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -785,7 +725,7 @@ pub struct RecordTraceArgs {
     pub task: String,
     /// Its steps, in order (at most 100).
     #[serde(default)]
-    pub steps: Vec<TraceStepArg>,
+    pub steps: Vec<RecordedStep>,
     /// What came of it (omit both `outcome` and `success` for a trace still in progress).
     #[serde(default)]
     pub outcome: Option<String>,
@@ -1307,27 +1247,7 @@ impl CairnMcp {
         let request = RecordTraceRequest {
             scope: args.scope.into(),
             task: args.task,
-            steps: args
-                .steps
-                .into_iter()
-                .map(|s| RecordedStep {
-                    thought: s.thought,
-                    action: s.action,
-                    observation: s.observation,
-                    tool_calls: s
-                        .tool_calls
-                        .into_iter()
-                        .map(|c| RecordedToolCall {
-                            tool_name: c.tool_name,
-                            arguments: c.arguments.map(serde_json::Value::Object),
-                            result: c.result,
-                            status: c.status.map(Into::into),
-                            duration_ms: c.duration_ms,
-                            error: c.error,
-                        })
-                        .collect(),
-                })
-                .collect(),
+            steps: args.steps,
             outcome: args.outcome,
             success: args.success,
             trace_key: args.trace_key,

@@ -616,7 +616,8 @@ pub struct RecordTraceRequest {
 }
 
 /// One step of a [`RecordTraceRequest`].
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "jsonschema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RecordedStep {
     #[serde(default)]
@@ -625,20 +626,23 @@ pub struct RecordedStep {
     pub action: Option<String>,
     #[serde(default)]
     pub observation: Option<String>,
-    /// The step's tool calls, in order (at most [`limits::MAX_STEP_TOOL_CALLS`]).
+    /// The tool calls made in this step, in order (at most 100).
     #[serde(default)]
     pub tool_calls: Vec<RecordedToolCall>,
 }
 
 /// One tool call of a [`RecordedStep`] (a [`ToolCallRequest`] without scope and number).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "jsonschema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RecordedToolCall {
     pub tool_name: String,
+    /// The call's arguments (any JSON, usually an object).
     #[serde(default)]
     pub arguments: Option<serde_json::Value>,
     #[serde(default)]
     pub result: Option<serde_json::Value>,
+    /// Default `success`.
     #[serde(default)]
     pub status: Option<ToolStatus>,
     #[serde(default)]
