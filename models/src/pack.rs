@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Partition, Role, Scope, TrustOrigin};
+use crate::{Partition, PointKind, Role, Scope, TrustOrigin};
 
 /// Version string of the agent-turn contract.
 pub const CONTRACT_VERSION: &str = "agent-turn-v1";
@@ -56,7 +56,8 @@ pub struct Citation {
     pub reference: String,
     /// File path / caller key of a document, or the conversation for a message.
     pub source: String,
-    pub kind: String,
+    /// What the cited point is (serialized as its snake_case name, e.g. `chunk`).
+    pub kind: PointKind,
     pub doc_id: Option<String>,
     pub chunk_index: Option<u32>,
     pub span: Option<(u64, u64)>,
@@ -98,7 +99,7 @@ pub struct SelectedNode {
     pub citation: u32,
     #[serde(rename = "ref")]
     pub reference: String,
-    pub kind: String,
+    pub kind: PointKind,
     pub trust_origin: TrustOrigin,
     /// The text as included in the pack (possibly shortened at a sentence boundary).
     pub text: String,

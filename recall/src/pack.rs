@@ -533,7 +533,7 @@ pub fn build_pack(
                         SelectedNode {
                             citation: (i + 1) as u32,
                             reference: item.reference.clone(),
-                            kind: item.point.kind.as_str().to_string(),
+                            kind: item.point.kind,
                             trust_origin: item.point.trust,
                             text: inc.text.clone(),
                             truncated: inc.truncated,
@@ -647,7 +647,7 @@ fn citation(n: u32, item: &PackItem, span: Option<(u64, u64)>) -> Citation {
             })
             .or_else(|| knowledge_source(p))
             .unwrap_or_default(),
-        kind: p.kind.as_str().to_string(),
+        kind: p.kind,
         doc_id: p.doc_id.clone(),
         chunk_index: p.chunk_index,
         span,

@@ -138,7 +138,7 @@ pub struct Citation {
     pub reference: String,
     /// Document source, `conversation:<id>`, or for a memory its agent and evidence refs.
     pub source: String,
-    pub kind: String,
+    pub kind: PointKind,
     pub doc_id: Option<String>,
     pub chunk_index: Option<u32>,
     /// Character span `[start, end)`.
@@ -177,7 +177,7 @@ pub struct SelectedNode {
     pub citation: u32,
     #[schema(rename = "ref")]
     pub reference: String,
-    pub kind: String,
+    pub kind: PointKind,
     pub trust_origin: TrustOrigin,
     pub text: String,
     pub truncated: bool,

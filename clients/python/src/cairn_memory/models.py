@@ -358,7 +358,7 @@ class Citation(CairnModel):
     chunk_index: Optional[int] = None
     conversation_id: Optional[str] = None
     doc_id: Optional[str] = None
-    kind: str
+    kind: PointKind
     n: int
     page: Optional[int] = None
     ref: str = Field(description="`doc:<id>#<chunk>`, `msg:<conversation>/<seq>`, `mem:<id>`, `ent:<id>`, `pref:<id>`, `fact:<id>` or `trace:<id>`.")
@@ -1033,7 +1033,7 @@ class SelectedNode(CairnModel):
     """A selected memory, as data."""
 
     citation: int
-    kind: str
+    kind: PointKind
     reason: SelectionReason
     ref: str
     text: str
