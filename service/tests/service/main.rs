@@ -8,6 +8,7 @@
 
 mod knowledge;
 mod legacy_layout;
+mod module_graph;
 
 /// The store the suite runs on, configured as `cairn` would from this process's environment
 /// for the data directory `dir`: embedded by default, a Qdrant server when `CAIRN_QDRANT_URL`
