@@ -255,6 +255,14 @@ impl Config {
         &self.entries
     }
 
+    /// Where the value of `key` came from.
+    pub fn origin(&self, key: &str) -> Origin {
+        self.entries
+            .iter()
+            .find(|e| e.key == key)
+            .map_or(Origin::Default, |e| e.origin.clone())
+    }
+
     /// The Qdrant server the store is on, `None` for the embedded store. `dim` is the
     /// model's dimension.
     pub fn server(&self, dim: usize) -> Result<Option<ServerConfig>, ConfigError> {
@@ -266,7 +274,7 @@ impl Config {
                     .map_err(|e| ConfigError::Invalid {
                         key: "store.qdrant.collection",
                         value: q.collection.clone(),
-                        origin: Origin::Default,
+                        origin: self.origin("store.qdrant.collection"),
                         expected: e.to_string(),
                     })
             })
@@ -375,9 +383,14 @@ impl Config {
     }
 }
 
-/// A value as TOML: numbers and booleans bare, everything else quoted.
+/// A value as TOML: numbers and booleans bare, everything else quoted. Only digit-led text
+/// counts as a number (`"inf"` and `"nan"` parse as floats but are names here).
 fn toml_value(v: &str) -> String {
-    if v == "true" || v == "false" || (!v.is_empty() && v.parse::<f64>().is_ok()) {
+    let numeric = v
+        .trim_start_matches('-')
+        .starts_with(|c: char| c.is_ascii_digit())
+        && v.parse::<f64>().is_ok_and(f64::is_finite);
+    if v == "true" || v == "false" || numeric {
         v.to_string()
     } else {
         format!("{v:?}")
@@ -432,30 +445,34 @@ struct Layers {
 impl Layers {
     fn collect(sources: &Sources<'_>) -> Result<Layers, ConfigError> {
         let mut values = BTreeMap::new();
+        // Each later source overrides; an empty value is unset in every source.
+        let mut set = |key: &'static Key, value: String, origin: Origin| {
+            if !value.trim().is_empty() {
+                values.insert(key.name, (value, origin));
+            }
+        };
         if let Some((path, text)) = sources.file {
-            // An empty value is unset, as an empty variable is.
             for (name, value) in flatten_file(path, text)? {
                 let key = keys::find(&name).ok_or_else(|| ConfigError::UnknownKey {
                     hint: keys::hint(&name),
                     path: path.to_path_buf(),
                     key: name.clone(),
                 })?;
-                if !value.trim().is_empty() {
-                    values.insert(key.name, (value, Origin::File(path.to_path_buf())));
-                }
+                set(key, value, Origin::File(path.to_path_buf()));
             }
         }
         for key in KEYS {
-            if let Some(v) = (sources.env)(key.env).filter(|v| !v.trim().is_empty()) {
-                values.insert(key.name, (v, Origin::Env(key.env)));
+            if let Some(v) = (sources.env)(key.env) {
+                set(key, v, Origin::Env(key.env));
             }
         }
         for (name, value) in sources.flags {
             let key = keys::find(name).ok_or_else(|| ConfigError::NoSuchKey(name.to_string()))?;
-            let flag = key.flag.unwrap_or(key.name);
-            if !value.trim().is_empty() {
-                values.insert(key.name, (value.clone(), Origin::Flag(flag)));
-            }
+            set(
+                key,
+                value.clone(),
+                Origin::Flag(key.flag.unwrap_or(key.name)),
+            );
         }
         Ok(Layers {
             values,

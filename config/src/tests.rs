@@ -24,15 +24,6 @@ fn load(
     })
 }
 
-fn origin_of(config: &Config, key: &str) -> Origin {
-    config
-        .entries()
-        .iter()
-        .find(|e| e.key == key)
-        .map(|e| e.origin.clone())
-        .unwrap()
-}
-
 #[test]
 fn defaults_come_from_nowhere() {
     let c = load(None, &[], &[]).unwrap();
@@ -65,12 +56,12 @@ fn flags_beat_the_environment_which_beats_the_file() {
     assert_eq!(c.store.sync, SyncPolicy::Os);
     assert_eq!(c.embed.batch_size, 4);
     let path = PathBuf::from("/etc/cairn/cairn.toml");
-    assert_eq!(origin_of(&c, "store.sync"), Origin::File(path.clone()));
+    assert_eq!(c.origin("store.sync"), Origin::File(path.clone()));
 
     let c = load(Some(file), &[("CAIRN_DATA_DIR", "/from/env")], &[]).unwrap();
     assert_eq!(c.data_dir, PathBuf::from("/from/env"));
-    assert_eq!(origin_of(&c, "data_dir"), Origin::Env("CAIRN_DATA_DIR"));
-    assert_eq!(origin_of(&c, "store.sync"), Origin::File(path));
+    assert_eq!(c.origin("data_dir"), Origin::Env("CAIRN_DATA_DIR"));
+    assert_eq!(c.origin("store.sync"), Origin::File(path));
 
     let c = load(
         Some(file),
@@ -79,7 +70,7 @@ fn flags_beat_the_environment_which_beats_the_file() {
     )
     .unwrap();
     assert_eq!(c.data_dir, PathBuf::from("/from/flag"));
-    assert_eq!(origin_of(&c, "data_dir"), Origin::Flag("--data-dir"));
+    assert_eq!(c.origin("data_dir"), Origin::Flag("--data-dir"));
     // An empty variable is unset, as before.
     let c = load(Some(file), &[("CAIRN_DATA_DIR", " ")], &[]).unwrap();
     assert_eq!(c.data_dir, PathBuf::from("/from/file"));
@@ -309,4 +300,18 @@ fn readme_table() {
             panic!("README's Configuration table differs from KEYS: run UPDATE_README=1 cargo test --release --workspace --lib readme_table");
         }
     }
+}
+
+#[test]
+fn rendered_values_are_quoted_unless_numbers_or_booleans() {
+    assert_eq!(toml_value("30"), "30");
+    assert_eq!(toml_value("-1.5"), "-1.5");
+    assert_eq!(toml_value("true"), "true");
+    assert_eq!(toml_value("os"), "\"os\"");
+    // Names that Rust would parse as floats stay strings (`collection = "inf"`).
+    assert_eq!(toml_value("inf"), "\"inf\"");
+    assert_eq!(toml_value("nan"), "\"nan\"");
+    let c = load(None, &[("CAIRN_QDRANT_COLLECTION", "nan")], &[]).unwrap();
+    let back = load(Some(&c.render()), &[], &[]).unwrap();
+    assert_eq!(back.store.qdrant.collection, "nan");
 }

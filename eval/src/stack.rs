@@ -180,15 +180,7 @@ impl Workspace {
     /// Opens an empty store in a fresh throwaway directory, with its write path, on `env`'s
     /// model and store.
     pub async fn open(env: &EvalEnv, options: WorkspaceOptions) -> Result<Self> {
-        Self::open_with(&env.embedder, env.server.as_ref(), options).await
-    }
-
-    /// [`Workspace::open`] with another model (a second, uncached copy) on `server`.
-    pub async fn open_with(
-        embedder: &Embedder,
-        server: Option<&ServerConfig>,
-        options: WorkspaceOptions,
-    ) -> Result<Self> {
+        let embedder = &env.embedder;
         let dir = tempfile::Builder::new()
             .prefix("cairn-eval-")
             .tempdir()
@@ -196,7 +188,7 @@ impl Workspace {
         let (path, embedder_c) = (dir.path().to_path_buf(), embedder.clone());
         let engine_options = EngineOptions {
             // A server gets one collection per throwaway workspace.
-            backend: match server {
+            backend: match &env.server {
                 Some(config) => Backend::Server(ServerConfig {
                     collection: config.collection_for_dir(&path)?,
                     dim: embedder.spec().dim,
