@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use cairn_models::{PointKind, Scope, StoredPoint};
+use cairn_models::{PointKind, Scope, SearchKind, StoredPoint};
 use cairn_recall::{RecallConfig, RecallFilters, RecallRequest, Recaller};
 use cairn_store::{Filter, SearchMode, SearchRequest};
 use serde::{Deserialize, Serialize};
@@ -225,7 +225,9 @@ impl<'a> Retriever<'a> {
             budget: None,
             filters: RecallFilters {
                 conversation_id: conversation.map(str::to_string),
-                kinds: Some(vec![self.kind]),
+                // The harness searches chunks or messages, both of which recall searches; a
+                // kind it never searches names none (and so finds nothing), as before.
+                kinds: Some(SearchKind::new(self.kind).into_iter().collect()),
                 ..RecallFilters::default()
             },
         }

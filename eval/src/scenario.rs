@@ -636,11 +636,8 @@ fn check_pack(f: &mut Vec<String>, e: &RecallExpect, pack: &MemoryPack, names: &
         }
     }
     let sources: Vec<&str> = pack.citations.iter().map(|c| c.source.as_str()).collect();
-    let refs: Vec<&str> = pack
-        .citations
-        .iter()
-        .map(|c| c.reference.as_str())
-        .collect();
+    let refs: Vec<String> = pack.citations.iter().map(|c| c.reference.to_string()).collect();
+    let refs: Vec<&str> = refs.iter().map(String::as_str).collect();
     let turns: Vec<&str> = pack
         .citations
         .iter()
@@ -713,7 +710,7 @@ fn check_pack(f: &mut Vec<String>, e: &RecallExpect, pack: &MemoryPack, names: &
         );
     }
     f.extend(unresolved);
-    let conflicting: Vec<&str> = pack
+    let conflicting: Vec<String> = pack
         .conflicts
         .iter()
         .flat_map(|c| &c.sides)
@@ -721,9 +718,10 @@ fn check_pack(f: &mut Vec<String>, e: &RecallExpect, pack: &MemoryPack, names: &
             pack.citations
                 .iter()
                 .find(|c| c.n == s.citation)
-                .map(|c| c.reference.as_str())
+                .map(|c| c.reference.to_string())
         })
         .collect();
+    let conflicting: Vec<&str> = conflicting.iter().map(String::as_str).collect();
     for r in &conflict_refs {
         if !conflicting.contains(&r.as_str()) {
             f.push(format!(

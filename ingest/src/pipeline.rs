@@ -119,6 +119,7 @@ impl DocumentInput {
 
 /// What happened to a document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum DocStatus {
     Created,
@@ -128,6 +129,7 @@ pub enum DocStatus {
 
 /// Result of ingesting one document.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DocumentReport {
     pub source: String,
     pub doc_id: String,

@@ -17,8 +17,12 @@ use crate::{now_millis, IngestError, Ingestor};
 
 /// Receipt of a recorded message.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MessageReceipt {
+    /// UUID of the stored point.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub id: Uuid,
+    /// `msg:<conversation>/<seq>`.
     #[serde(rename = "ref")]
     pub reference: String,
     pub conversation_id: String,

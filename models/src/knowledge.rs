@@ -461,15 +461,21 @@ pub struct ToolCall {
 /// caller approves the candidate; a fact cites the candidate's evidence.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "jsonschema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ProposedKnowledge {
     Fact {
         subject: String,
         predicate: String,
         object: String,
-        #[serde(default)]
+        /// RFC 3339 or epoch ms (held as epoch ms), like a fact's own validity.
+        #[serde(default, with = "crate::time::opt_millis")]
+        #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::Timestamp>))]
+        #[cfg_attr(feature = "jsonschema", schemars(with = "Option<crate::Timestamp>"))]
         valid_from: Option<i64>,
-        #[serde(default)]
+        #[serde(default, with = "crate::time::opt_millis")]
+        #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::Timestamp>))]
+        #[cfg_attr(feature = "jsonschema", schemars(with = "Option<crate::Timestamp>"))]
         valid_until: Option<i64>,
     },
     Preference {

@@ -34,7 +34,9 @@ pub use pack::{
     AnswerSignals, Answerability, Citation, Conflict, ConflictSide, Coverage, MemoryPack,
     SelectedNode, SelectionReason, TurnEnvelope, TurnMode, CONTRACT_VERSION,
 };
-pub use record::{DocumentInfo, PackLabel, PointKind, RecallRole, Role, StoredPoint, TrustOrigin};
+pub use record::{
+    DocumentInfo, PackLabel, PointKind, RecallRole, Role, SearchKind, StoredPoint, TrustOrigin,
+};
 pub use refs::Ref;
 pub use scope::{Partition, Scope};
 pub use state::RecordState;

@@ -4,13 +4,14 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Partition, PointKind, Role, Scope, TrustOrigin};
+use crate::{Partition, PointKind, Ref, Role, Scope, TrustOrigin};
 
 /// Version string of the agent-turn contract.
 pub const CONTRACT_VERSION: &str = "agent-turn-v1";
 
 /// How well the pack supports the query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Coverage {
     /// Nothing relevant enough was found.
@@ -33,6 +34,7 @@ impl Coverage {
 
 /// Why an item was selected, as data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SelectionReason {
     /// 1-based rank in the dense (embedding) leg, if it appeared there.
     pub dense_rank: Option<u32>,
@@ -48,18 +50,22 @@ pub struct SelectionReason {
 
 /// One cited source. `n` is the marker `[n]` used in the Markdown.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Citation {
     pub n: u32,
     /// Stable reference: `doc:<id>#<chunk>`, `msg:<conversation>/<seq>`, `mem:<id>`,
     /// `ent:<id>`, `pref:<id>`, `fact:<id>` or `trace:<id>`.
     #[serde(rename = "ref")]
-    pub reference: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub reference: Ref,
     /// File path / caller key of a document, or the conversation for a message.
     pub source: String,
     /// What the cited point is (serialized as its snake_case name, e.g. `chunk`).
     pub kind: PointKind,
     pub doc_id: Option<String>,
     pub chunk_index: Option<u32>,
+    /// Character span `[start, end)` of the cited text in the document.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Vec<u64>>))]
     pub span: Option<(u64, u64)>,
     pub page: Option<u32>,
     pub conversation_id: Option<String>,
@@ -73,6 +79,7 @@ pub struct Citation {
 
 /// One side of a conflict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ConflictSide {
     /// Citation number of the item stating this side.
     pub citation: u32,
@@ -87,6 +94,7 @@ pub struct ConflictSide {
 /// Two memories that state different values for the same subject and attribute.
 /// Both sides are always shown; Cairn never picks one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Conflict {
     /// The shared statement with the differing values blanked ("alex's dentist appointment is on _").
     pub topic: String,
@@ -95,10 +103,13 @@ pub struct Conflict {
 
 /// A selected memory, as data (the Markdown shows the same items).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SelectedNode {
     pub citation: u32,
+    /// The cited memory's ref, as in [`Citation`].
     #[serde(rename = "ref")]
-    pub reference: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub reference: Ref,
     pub kind: PointKind,
     pub trust_origin: TrustOrigin,
     /// The text as included in the pack (possibly shortened at a sentence boundary).
@@ -109,6 +120,7 @@ pub struct SelectedNode {
 
 /// The signals behind a pack's answerability score.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AnswerSignals {
     /// Best query–candidate dense cosine.
     pub top_dense: f32,
@@ -134,6 +146,7 @@ pub struct AnswerSignals {
 /// How likely the cited items answer the query, and the thresholds that turn it into
 /// `coverage`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Answerability {
     /// Estimated probability (0..1) that the cited items answer the query.
     pub score: f32,
@@ -148,6 +161,7 @@ pub struct Answerability {
 
 /// A token-budgeted memory context for one query.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MemoryPack {
     pub identity_scope: Partition,
     pub query: String,
@@ -167,8 +181,10 @@ pub struct MemoryPack {
     pub token_budget: usize,
 }
 
-/// Mode of an agent turn.
+/// Mode of an agent turn: text or voice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "jsonschema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TurnMode {
     #[default]
@@ -178,7 +194,9 @@ pub enum TurnMode {
 
 /// The `agent-turn-v1` envelope returned by `prepare` (and `cairn recall --json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TurnEnvelope {
+    #[cfg_attr(feature = "openapi", schema(example = "agent-turn-v1"))]
     pub contract_version: String,
     pub turn_id: String,
     pub scope: Scope,

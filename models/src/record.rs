@@ -5,21 +5,23 @@ use serde::{Deserialize, Serialize};
 use crate::refs::Ref;
 
 /// Where a memory came from, and so how far it can be trusted. Shown on every citation:
-/// assistant output is never presented as something the user said.
+/// assistant output is never presented as something the user said. `document`: text of an
+/// ingested document; `user_reported`: something the user said (their own claim, not
+/// verified); `agent_output`: something an assistant or agent produced; `tool_output`: the
+/// output of a tool call; `third_party_agent`: proposed by a third-party agent and approved
+/// by a trusted caller; `system`: a system message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "jsonschema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TrustOrigin {
-    /// Text of an ingested document.
+    // Variants carry no doc comments: schemars would turn the enum into a `oneOf` of
+    // constants, which some MCP clients render poorly; the enum's doc describes them.
     Document,
-    /// Something the user said (their own claim, not verified).
     UserReported,
-    /// Something an assistant/agent produced.
     AgentOutput,
-    /// Output of a tool call.
     ToolOutput,
-    /// Proposed by a third-party agent and approved by a trusted caller.
     ThirdPartyAgent,
-    /// A system message.
     System,
 }
 
@@ -50,6 +52,8 @@ impl TrustOrigin {
 
 /// Role of a conversation message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "jsonschema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     User,
@@ -79,8 +83,11 @@ impl Role {
     }
 }
 
-/// Kind of a stored point.
+/// Kind of a stored point. Recall searches `chunk`, `message`, `memory`, `entity`,
+/// `preference`, `fact` and `trace` ([`PointKind::recall_role`]); the other kinds are
+/// Cairn's own records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PointKind {
     /// A chunk of a document version (searchable).
@@ -245,6 +252,82 @@ impl PointKind {
             .filter(|k| k.recall_role().is_some_and(|r| r.default))
     }
 }
+
+/// A kind recall searches: what a caller may name in a recall's `kinds` filter, on every
+/// door. Any other kind is refused when parsed, with the kinds allowed; the schemas (OpenAPI
+/// and MCP's JSON Schema) list exactly [`PointKind::searchable_kinds`], so they follow
+/// [`PointKind::recall_role`] without a list of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct SearchKind(PointKind);
+
+impl SearchKind {
+    /// What the schemas say of the kinds.
+    const DESCRIPTION: &'static str = "What kind of memory: document chunks (`chunk`), \
+        conversation messages (`message`), approved memories (`memory`), knowledge \
+        (`entity`, `preference`, `fact`) and reasoning traces (`trace`).";
+
+    /// The kind, when recall searches it.
+    pub fn new(kind: PointKind) -> Option<SearchKind> {
+        kind.searchable().then_some(SearchKind(kind))
+    }
+
+    pub fn kind(self) -> PointKind {
+        self.0
+    }
+
+    fn names() -> Vec<&'static str> {
+        PointKind::searchable_kinds().map(|k| k.as_str()).collect()
+    }
+}
+
+impl From<SearchKind> for PointKind {
+    fn from(k: SearchKind) -> Self {
+        k.0
+    }
+}
+
+impl<'de> Deserialize<'de> for SearchKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let kind = PointKind::deserialize(d)?;
+        SearchKind::new(kind).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "kind `{}` is not searchable: expected one of {}",
+                kind.as_str(),
+                SearchKind::names().join(", ")
+            ))
+        })
+    }
+}
+
+#[cfg(feature = "jsonschema")]
+impl schemars::JsonSchema for SearchKind {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "SearchKind".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": SearchKind::DESCRIPTION,
+            "type": "string",
+            "enum": SearchKind::names(),
+        })
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for SearchKind {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .description(Some(SearchKind::DESCRIPTION))
+            .enum_values(Some(SearchKind::names()))
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for SearchKind {}
 
 /// How recall treats a searchable kind ([`PointKind::recall_role`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -447,8 +530,10 @@ impl StoredPoint {
     }
 }
 
-/// A document as listed by `cairn documents` and `GET /v1/documents`.
+/// A stored document (its current version), as listed by `cairn documents` and
+/// `GET /v1/documents`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DocumentInfo {
     pub doc_id: String,
     pub source: String,
@@ -461,6 +546,27 @@ pub struct DocumentInfo {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn search_kinds_are_exactly_the_searchable_kinds() {
+        use super::{PointKind, SearchKind};
+        for kind in PointKind::ALL {
+            let parsed = serde_json::from_value::<SearchKind>(serde_json::json!(kind.as_str()));
+            match parsed {
+                Ok(k) => {
+                    assert!(kind.searchable(), "{kind:?} parsed");
+                    assert_eq!(k.kind(), kind);
+                    assert_eq!(serde_json::to_value(k).unwrap(), kind.as_str());
+                }
+                Err(e) => {
+                    assert!(!kind.searchable(), "{kind:?} refused: {e}");
+                    let e = e.to_string();
+                    assert!(e.contains("not searchable") && e.contains("chunk"), "{e}");
+                }
+            }
+        }
+        assert!(serde_json::from_value::<SearchKind>(serde_json::json!("nonsense")).is_err());
+    }
+
     #[test]
     fn all_kinds_are_listed_once_in_order() {
         for (i, k) in super::PointKind::ALL.iter().enumerate() {

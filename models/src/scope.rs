@@ -13,16 +13,33 @@ pub const MAX_SCOPE_LEN: usize = 128;
 /// Value used for a scope component the caller does not set.
 pub const DEFAULT_COMPONENT: &str = "default";
 
-/// Who a memory belongs to and where it came from.
+/// Whose memory: tenant, user and namespace are the storage boundary (every read and write
+/// stays inside it); agent and session are recorded as provenance. Each component is
+/// `[A-Za-z0-9_.-]+`, at most 128 characters. An unknown field is refused (a misspelt
+/// `namespace` must not silently fall back to `default`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "jsonschema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct Scope {
+    /// The tenant (organisation or application). With API keys, the key's tenant.
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[A-Za-z0-9_.-]{1,128}$", example = "acme"))]
     pub tenant: String,
+    /// The user whose memory this is.
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[A-Za-z0-9_.-]{1,128}$", example = "alice"))]
     pub user: String,
+    /// A separate memory space of the user (default `default`).
     #[serde(default = "default_component")]
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[A-Za-z0-9_.-]{1,128}$"))]
     pub namespace: String,
+    /// The agent writing or reading (provenance; default `default`).
     #[serde(default = "default_component")]
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[A-Za-z0-9_.-]{1,128}$"))]
     pub agent: String,
+    /// The session or conversation (provenance; default `default`). Completing an agent
+    /// turn records its messages in the conversation named by the session.
     #[serde(default = "default_component")]
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[A-Za-z0-9_.-]{1,128}$"))]
     pub session: String,
 }
 
@@ -44,6 +61,7 @@ impl Default for Scope {
 
 /// The storage boundary: tenant, user, namespace.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Partition {
     pub tenant: String,
     pub user: String,

@@ -32,7 +32,8 @@ use cairn_models::knowledge::{
     key, normalize_name, normalize_predicate, Cardinality, Fact, FactStatus,
 };
 use cairn_models::{
-    ErrorKind, MemoryPack, PointKind, RecordState, Scope, SelectionReason, StoredPoint, TrustOrigin,
+    ErrorKind, MemoryPack, PointKind, RecordState, Scope, SearchKind, SelectionReason, StoredPoint,
+    TrustOrigin,
 };
 use cairn_store::{Filter, Hit, MemoryStore, SearchMode, SearchRequest};
 use fusion::{FusionParams, IdentifierLeg, Legs};
@@ -124,31 +125,43 @@ const REPLY_HITS: usize = 6;
 /// Tokens of a short item's block (text, label, citation) for the item cap.
 const TOKENS_PER_SHORT_ITEM: usize = 64;
 
-/// Optional narrowing of a recall, beyond the always-applied partition.
+/// Optional narrowing of a recall, inside the scope's tenant, user and namespace (which are
+/// always applied).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "jsonschema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RecallFilters {
+    /// Only memories written by this agent.
     #[serde(default)]
     pub agent: Option<String>,
+    /// Only memories of this session.
     #[serde(default)]
     pub session: Option<String>,
+    /// Only messages of this conversation.
     #[serde(default)]
     pub conversation_id: Option<String>,
+    /// Only chunks of this document source.
     #[serde(default)]
     pub source: Option<String>,
-    /// Only these trust origins.
+    /// Only these trust origins (at most 16).
     #[serde(default)]
     pub trust: Option<Vec<TrustOrigin>>,
-    /// Only memories at or after this time (epoch ms).
-    #[serde(default)]
+    /// Only memories at or after this time (inclusive; RFC 3339 or Unix epoch milliseconds,
+    /// held as epoch ms).
+    #[serde(default, with = "cairn_models::time::opt_millis")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<cairn_models::Timestamp>))]
+    #[cfg_attr(feature = "jsonschema", schemars(with = "Option<cairn_models::Timestamp>"))]
     pub since: Option<i64>,
-    /// Only memories at or before this time (epoch ms).
-    #[serde(default)]
+    /// Only memories at or before this time (inclusive; RFC 3339 or Unix epoch milliseconds).
+    #[serde(default, with = "cairn_models::time::opt_millis")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<cairn_models::Timestamp>))]
+    #[cfg_attr(feature = "jsonschema", schemars(with = "Option<cairn_models::Timestamp>"))]
     pub until: Option<i64>,
-    /// Only these kinds: documents (`chunk`), messages (`message`), approved memories
-    /// (`memory`), entities, preferences, facts, traces. Default: all of them.
+    /// Only these kinds (at most 16); default all of them. A kind recall never searches is
+    /// refused.
     #[serde(default)]
-    pub kinds: Option<Vec<PointKind>>,
+    pub kinds: Option<Vec<SearchKind>>,
     /// Also recall history: superseded, expired and invalidated facts, merged entities.
     #[serde(default)]
     pub include_history: bool,
@@ -157,11 +170,7 @@ pub struct RecallFilters {
 impl RecallFilters {
     fn to_filter(&self) -> Filter {
         let kinds: Vec<String> = match &self.kinds {
-            Some(k) => k
-                .iter()
-                .filter(|k| k.searchable())
-                .map(|k| k.as_str().to_string())
-                .collect(),
+            Some(k) => k.iter().map(|k| k.kind().as_str().to_string()).collect(),
             // `PointKind::recall_role` decides which.
             None => PointKind::default_recall_kinds()
                 .map(|k| k.as_str().to_string())
@@ -394,7 +403,7 @@ impl Recaller {
             let reason = r.reason.clone();
             let reply = replies.remove(&id);
             items.push(PackItem {
-                reference: r.hit.point.reference(),
+                reference: r.hit.point.to_ref(),
                 point: r.hit.point,
                 reason: r.reason,
             });
@@ -404,7 +413,7 @@ impl Recaller {
             for sib in extra.into_iter().chain(reply) {
                 if seen.insert(sib.id) {
                     items.push(PackItem {
-                        reference: sib.point.reference(),
+                        reference: sib.point.to_ref(),
                         point: sib.point,
                         reason: SelectionReason {
                             dense_rank: None,

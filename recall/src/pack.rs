@@ -16,7 +16,7 @@ use std::collections::{HashMap, HashSet};
 
 use cairn_models::{
     AnswerSignals, Answerability, Citation, Conflict, ConflictSide, Coverage, MemoryPack,
-    PackLabel, Partition, PointKind, SelectedNode, SelectionReason, StoredPoint,
+    PackLabel, Partition, PointKind, Ref, SelectedNode, SelectionReason, StoredPoint,
 };
 
 use crate::conflict::{disagree, frames, topic, Disagreement, Frame};
@@ -81,7 +81,7 @@ const MAX_CONFLICTS: usize = 5;
 /// A retrieved item offered to the pack, in rank order.
 #[derive(Debug, Clone)]
 pub struct PackItem {
-    pub reference: String,
+    pub reference: Ref,
     pub point: StoredPoint,
     pub reason: SelectionReason,
 }
@@ -1144,7 +1144,7 @@ mod tests {
         p.chunk_index = Some(i);
         p.span = Some((chunk_start, chunk_start + text.chars().count() as u64));
         PackItem {
-            reference: p.reference(),
+            reference: p.to_ref(),
             point: p,
             reason: SelectionReason {
                 dense_rank: Some(i + 1),
@@ -1355,11 +1355,7 @@ mod tests {
             chunk(3, "An unrelated note about the ticket queue.", 0),
         ];
         let pack = pack("Which ticket tracks the broken projector?", 600, &items);
-        let refs: Vec<&str> = pack
-            .selected_nodes
-            .iter()
-            .map(|n| n.reference.as_str())
-            .collect();
+        let refs: Vec<&Ref> = pack.selected_nodes.iter().map(|n| &n.reference).collect();
         assert_eq!(refs, vec![&items[0].reference, &items[3].reference]);
         assert_eq!(pack.citations.len(), 2);
     }

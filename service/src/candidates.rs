@@ -34,11 +34,11 @@ pub const MAX_EVIDENCE: usize = 32;
 
 pub use cairn_models::state::CandidateStatus;
 
-/// `POST /v1/candidates` body.
+/// `POST /v1/candidates` body; the arguments of MCP's `propose_memory`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[cfg_attr(feature = "jsonschema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CandidateRequest {
-    #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
     /// The proposing third-party agent (`[A-Za-z0-9_.-]+`).
     pub source_agent: String,
@@ -51,8 +51,10 @@ pub struct CandidateRequest {
     pub evidence_refs: Vec<String>,
     /// The proposer's confidence, 0 to 1.
     pub confidence: f64,
+    /// At most 16 KiB serialized.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
+    #[cfg_attr(feature = "jsonschema", schemars(with = "Option<serde_json::Map<String, serde_json::Value>>"))]
     pub metadata: Option<serde_json::Value>,
     /// Structured knowledge the candidate proposes (`{"kind": "fact", subject, predicate,
     /// object, valid_from?, valid_until?}`, `{"kind": "preference", ...}` or
@@ -67,7 +69,6 @@ pub struct CandidateRequest {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionRequest {
-    #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
     /// Why (at most 1 KiB); kept with the decision.
     #[serde(default)]

@@ -12,7 +12,6 @@ use crate::error::ServiceError;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DocumentBody {
-    #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
     /// The document's stable key (1 to 1024 bytes): the same source with new text is a new
     /// version.
@@ -34,7 +33,6 @@ fn default_media() -> String {
 /// `GET /v1/documents`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DocumentList {
-    #[schema(value_type = Vec<crate::schema::DocumentInfo>)]
     pub documents: Vec<DocumentInfo>,
     pub total: usize,
 }

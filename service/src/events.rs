@@ -25,7 +25,6 @@ pub const MAX_EVENT_BYTES: usize = 64 * 1024;
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventRequest {
-    #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
     /// The third-party agent posting the event (`[A-Za-z0-9_.-]+`).
     pub source_agent: String,

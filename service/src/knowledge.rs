@@ -154,7 +154,6 @@ fn check_text(field: &str, value: Option<&str>) -> Result<(), ServiceError> {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EntityRequest {
-    #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
     pub name: String,
     /// `person`, `organization`, `location`, `event`, `object` or `other` (any case).
@@ -167,7 +166,6 @@ pub struct EntityRequest {
     #[serde(default)]
     pub aliases: Vec<String>,
     #[serde(default)]
-    #[schema(value_type = Option<crate::schema::TrustOrigin>)]
     pub trust_origin: Option<TrustOrigin>,
 }
 
@@ -1289,7 +1287,6 @@ pub(crate) async fn write_fact(
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MergeRequest {
-    #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
     /// The duplicate, merged away.
     pub source_id: String,
@@ -1304,7 +1301,6 @@ pub struct MergeRequest {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RelationshipRequest {
-    #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
     pub source_id: String,
     pub target_id: String,
@@ -1314,7 +1310,6 @@ pub struct RelationshipRequest {
     #[schema(value_type = Option<Object>)]
     pub properties: Option<serde_json::Value>,
     #[serde(default)]
-    #[schema(value_type = Option<crate::schema::TrustOrigin>)]
     pub trust_origin: Option<TrustOrigin>,
 }
 
@@ -1332,14 +1327,12 @@ pub struct RelatedEntity {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PreferenceRequest {
-    #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
     pub category: String,
     pub preference: String,
     #[serde(default)]
     pub context: Option<String>,
     #[serde(default)]
-    #[schema(value_type = Option<crate::schema::TrustOrigin>)]
     pub trust_origin: Option<TrustOrigin>,
 }
 
@@ -1347,7 +1340,6 @@ pub struct PreferenceRequest {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PredicateRequest {
-    #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
     pub predicate: String,
     pub cardinality: Cardinality,
@@ -1357,7 +1349,6 @@ pub struct PredicateRequest {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FactRequest {
-    #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
     pub subject: String,
     pub predicate: String,
@@ -1378,7 +1369,6 @@ pub struct FactRequest {
     #[serde(default)]
     pub supersede: bool,
     #[serde(default)]
-    #[schema(value_type = Option<crate::schema::TrustOrigin>)]
     pub trust_origin: Option<TrustOrigin>,
 }
 

@@ -19,7 +19,6 @@
 //! - [`reasoning`]: reasoning traces, steps, tool calls, tool statistics, similar traces.
 //! - [`grants`]: agent grants (issue, suspend, revoke, restore) and resolving agent keys.
 //! - [`backup`]: online backup of the embedded store and verified restore.
-//! - [`schema`]: OpenAPI descriptions of the library crates' wire types.
 
 mod access;
 pub mod auth;
@@ -39,7 +38,6 @@ pub mod ops;
 pub mod reasoning;
 pub mod recall;
 mod records;
-pub mod schema;
 pub mod suggestions;
 pub mod turns;
 

@@ -11,31 +11,47 @@ use utoipa::ToSchema;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MessagesBody {
-    #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
     /// 1 to 1000 messages.
-    #[schema(value_type = Vec<crate::schema::MessageInput>)]
     pub messages: Vec<PostedMessage>,
 }
 
-/// One message of `POST /v1/messages`: a [`MessageInput`] plus the optional idempotency key
-/// `message_id`. (Its own type because serde's `flatten` does not combine with
-/// `deny_unknown_fields`.)
-#[derive(Debug, Deserialize)]
+/// One message to record, verbatim: a [`MessageInput`] plus the caller's optional
+/// idempotency key `message_id` (`MessageInput` in the OpenAPI document; its own type
+/// because serde's `flatten` does not combine with `deny_unknown_fields`).
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[cfg_attr(feature = "jsonschema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
+#[schema(as = MessageInput)]
 pub struct PostedMessage {
+    /// The conversation (`[A-Za-z0-9_.-]+`, at most 128 characters).
+    #[schema(pattern = "^[A-Za-z0-9_.-]{1,128}$")]
     pub conversation_id: String,
     pub role: cairn_models::Role,
+    /// The message, stored verbatim (at most 32 KiB).
     pub content: String,
+    /// When it was said (default: now). An explicit time is also an idempotency key (with
+    /// role and content) when there is no `message_id` or `turn_id`.
     #[serde(default)]
     pub ts: Option<cairn_ingest::Timestamp>,
+    /// The agent turn it belongs to: one message per turn and role, so a replay of the
+    /// turn collapses onto it.
     #[serde(default)]
+    #[schema(pattern = "^[A-Za-z0-9_.-]{1,128}$")]
     pub turn_id: Option<String>,
+    /// Your idempotency key (per conversation and role): the same key and content again is
+    /// a replay, other content under it `409 conflict`. A message without `message_id`,
+    /// `turn_id` or `ts` is always recorded as a new message.
     #[serde(default)]
+    #[schema(pattern = "^[A-Za-z0-9_.-]{1,128}$")]
     pub message_id: Option<String>,
+    /// Display name of the speaker (at most 256 bytes).
     #[serde(default)]
     pub speaker: Option<String>,
+    /// At most 16 KiB serialized.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    #[cfg_attr(feature = "jsonschema", schemars(with = "Option<serde_json::Map<String, serde_json::Value>>"))]
     pub metadata: Option<serde_json::Value>,
 }
 
@@ -60,7 +76,6 @@ impl From<PostedMessage> for KeyedMessage {
 /// `POST /v1/messages` response.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MessagesResponse {
-    #[schema(value_type = Vec<crate::schema::MessageReceipt>)]
     pub receipts: Vec<MessageReceipt>,
 }
 
@@ -75,11 +90,9 @@ pub struct MessageView {
     #[serde(rename = "ref")]
     pub reference: String,
     pub seq: u64,
-    #[schema(value_type = Option<crate::schema::Role>)]
     pub role: Option<cairn_models::Role>,
     pub content: String,
     pub turn_id: Option<String>,
-    #[schema(value_type = crate::schema::TrustOrigin)]
     pub trust_origin: cairn_models::TrustOrigin,
     /// Epoch ms.
     pub ts: i64,

@@ -594,23 +594,27 @@ fn refuse_completed(t: &Trace) -> Result<(), ServiceError> {
 }
 
 /// A whole trace in one call: the task, its steps in order with the tool calls of each, and
-/// how it ended (MCP's `record_trace`; the scenario suite records traces the same way).
+/// how it ended (MCP's `record_trace` takes it as its arguments; the scenario suite records
+/// traces the same way).
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "jsonschema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RecordTraceRequest {
-    /// The trace runs in `scope.session`.
+    /// The trace belongs to `scope.session`.
     pub scope: Scope,
+    /// The task worked on.
     pub task: String,
-    /// The steps, in order (at most [`limits::MAX_TRACE_STEPS`]).
+    /// Its steps, in order (at most 100, [`limits::MAX_TRACE_STEPS`]).
     #[serde(default)]
     pub steps: Vec<RecordedStep>,
-    /// What came of it; without `outcome` and `success` the trace stays in progress.
+    /// What came of it (omit both `outcome` and `success` for a trace still in progress).
     #[serde(default)]
     pub outcome: Option<String>,
     #[serde(default)]
     pub success: Option<bool>,
-    /// Idempotency key: recording the same key again answers the stored trace and adds only
-    /// what an interrupted call did not store; other steps under a used key are a conflict.
+    /// An idempotency key (`[A-Za-z0-9_.-]+`): recording the same key again answers the
+    /// stored trace instead of a second one (and stores what an interrupted call did not);
+    /// other steps under a used key are a `conflict`.
     #[serde(default)]
     pub trace_key: Option<String>,
 }
@@ -656,7 +660,6 @@ pub struct RecordedToolCall {
 #[serde(deny_unknown_fields)]
 pub struct TraceRequest {
     /// The trace runs in `scope.session`.
-    #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
     pub task: String,
     /// Optional idempotency key (`[A-Za-z0-9_.-]+`): starting the same key again answers
@@ -669,7 +672,6 @@ pub struct TraceRequest {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StepRequest {
-    #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
     #[serde(default)]
     pub thought: Option<String>,
@@ -688,7 +690,6 @@ pub struct StepRequest {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolCallRequest {
-    #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
     pub tool_name: String,
     /// Any JSON value (default `{}`), stored as given; at most 64 KiB.
@@ -714,7 +715,6 @@ pub struct ToolCallRequest {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CompleteTraceRequest {
-    #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
     #[serde(default)]
     pub outcome: Option<String>,

@@ -7,27 +7,27 @@ use utoipa::ToSchema;
 
 use crate::error::ServiceError;
 
-/// `POST /v1/recall` body.
+/// `POST /v1/recall` body; the arguments of MCP's `recall`.
 #[derive(Debug, Deserialize, ToSchema)]
+#[cfg_attr(feature = "jsonschema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RecallBody {
-    #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
-    /// 1 to 8192 bytes (longer: `400 invalid_request`).
+    /// What to remember: a question or topic in natural language, identifiers welcome
+    /// (1 to 8192 bytes; longer: `400 invalid_request`).
     pub query: String,
-    /// Tokens of the pack's Markdown (default 1000).
+    /// Most tokens of the pack's Markdown context (default 1000).
     #[serde(default)]
     pub token_budget: Option<usize>,
     #[serde(default)]
-    #[schema(value_type = crate::schema::RecallFilters)]
     pub filters: RecallFilters,
 }
 
-/// `POST /v1/forget` body.
+/// `POST /v1/forget` body; the arguments of MCP's `forget`.
 #[derive(Debug, Deserialize, ToSchema)]
+#[cfg_attr(feature = "jsonschema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ForgetRequest {
-    #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
     /// What to forget: `doc:<id>` or `doc:<id>#<chunk>` (the whole document),
     /// `msg:<conversation>/<seq>`, `conv:<conversation>`, `turn:<turn id>` (both messages),

@@ -217,7 +217,6 @@ impl Engine {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SuggestRequest {
-    #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
     /// Only this conversation's messages (default: every message of the partition).
     #[serde(default)]

@@ -18,24 +18,25 @@ use utoipa::ToSchema;
 use crate::engine::Engine;
 use crate::error::ServiceError;
 
-/// `POST /v1/turns/prepare` body.
+/// `POST /v1/turns/prepare` body; the arguments of MCP's `prepare_turn`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[cfg_attr(feature = "jsonschema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PrepareRequest {
-    #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
-    /// The recall query: 1 to 8192 bytes (longer: `400 invalid_request`).
+    /// The user's message of this turn, used as the recall query: 1 to 8192 bytes (longer:
+    /// `400 invalid_request`).
     pub user_message: String,
-    /// Default: a new random id (`turn-<uuid>`).
+    /// The turn's id (`[A-Za-z0-9_.-]+`); default a new random id (`turn-<uuid>`). Pass the
+    /// returned id to `complete`.
     #[serde(default)]
     pub turn_id: Option<String>,
     #[serde(default)]
-    #[schema(value_type = crate::schema::TurnMode)]
     pub mode: TurnMode,
+    /// Most tokens of the pack's Markdown context (default 1000).
     #[serde(default)]
     pub token_budget: Option<usize>,
     #[serde(default)]
-    #[schema(value_type = crate::schema::RecallFilters)]
     pub filters: RecallFilters,
 }
 
@@ -44,7 +45,6 @@ pub struct PrepareRequest {
 #[serde(deny_unknown_fields)]
 pub struct CompleteRequest {
     /// `session` is the conversation the messages are recorded in.
-    #[schema(value_type = crate::schema::Scope)]
     pub scope: Scope,
     /// At most 32 KiB, like every message.
     pub user_message: String,
@@ -54,7 +54,6 @@ pub struct CompleteRequest {
     #[serde(default)]
     pub source: Option<String>,
     #[serde(default)]
-    #[schema(value_type = crate::schema::TurnMode)]
     pub mode: TurnMode,
     /// At most 16 KiB serialized (with the turn's links, as it is stored on both messages).
     #[serde(default)]
@@ -97,7 +96,7 @@ pub(crate) async fn prepare(
             filters: req.filters,
         })
         .await?;
-    let refs = pack.citations.iter().map(|c| c.reference.clone()).collect();
+    let refs = pack.citations.iter().map(|c| c.reference.to_string()).collect();
     engine
         .prepared
         .lock()

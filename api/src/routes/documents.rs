@@ -43,7 +43,7 @@ pub struct UploadForm {
 /// changed content under the same source becomes a new version.
 #[utoipa::path(post, path = "/documents", tag = "documents", request_body = DocumentBody,
     responses(
-        (status = 200, description = "Stored", body = cairn_service::schema::DocumentReport),
+        (status = 200, description = "Stored", body = cairn_ingest::DocumentReport),
         (status = 422, description = "`empty_document`: no text to index", body = ErrorBody),
         CommonErrors,
     ))]
@@ -73,7 +73,7 @@ fn count_ingest(state: &SharedState, report: &DocumentReport) {
 #[utoipa::path(post, path = "/documents/upload", tag = "documents",
     request_body(content = UploadForm, content_type = "multipart/form-data"),
     responses(
-        (status = 200, description = "Stored", body = cairn_service::schema::DocumentReport),
+        (status = 200, description = "Stored", body = cairn_ingest::DocumentReport),
         (status = 422, description = "`extraction_failed` (malformed PDF) or `empty_document`", body = ErrorBody),
         CommonErrors,
     ))]
@@ -188,7 +188,7 @@ async fn list_documents(
 #[utoipa::path(get, path = "/documents/{id}", tag = "documents",
     params(("id" = String, Path, description = "Document id"), ScopeQuery),
     responses(
-        (status = 200, description = "The document", body = cairn_service::schema::DocumentInfo),
+        (status = 200, description = "The document", body = cairn_models::DocumentInfo),
         (status = 404, description = "`not_found`: no such document in this scope", body = ErrorBody),
         CommonErrors,
     ))]
@@ -251,7 +251,7 @@ async fn stats(
 #[utoipa::path(delete, path = "/documents/{id}", tag = "documents",
     params(("id" = String, Path, description = "Document id"), DeleteQuery),
     responses(
-        (status = 200, description = "The deleted document", body = cairn_service::schema::DocumentInfo),
+        (status = 200, description = "The deleted document", body = cairn_models::DocumentInfo),
         (status = 404, description = "`not_found`: no such document in this scope", body = ErrorBody),
         CommonErrors,
     ))]

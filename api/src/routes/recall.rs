@@ -24,7 +24,7 @@ pub(super) fn router() -> OpenApiRouter<SharedState> {
 /// `400 invalid_request`). Pending and rejected candidates are never
 /// recalled; approved ones are, as `memory` items with trust origin `third_party_agent`.
 #[utoipa::path(post, path = "/recall", tag = "recall", request_body = RecallBody,
-    responses((status = 200, description = "The MemoryPack", body = cairn_service::schema::MemoryPack), CommonErrors))]
+    responses((status = 200, description = "The MemoryPack", body = cairn_models::MemoryPack), CommonErrors))]
 async fn recall_handler(
     State(state): State<SharedState>,
     caller: Caller,
@@ -41,7 +41,7 @@ async fn recall_handler(
 /// agent-turn-v1 prepare: recall for the user's message before the model call. Persists
 /// nothing. The user message is the query: 1 to 8192 bytes (longer: `400 invalid_request`).
 #[utoipa::path(post, path = "/turns/prepare", tag = "recall", request_body = PrepareRequest,
-    responses((status = 200, description = "The agent-turn-v1 envelope", body = cairn_service::schema::TurnEnvelope), CommonErrors))]
+    responses((status = 200, description = "The agent-turn-v1 envelope", body = cairn_models::TurnEnvelope), CommonErrors))]
 async fn prepare_handler(
     State(state): State<SharedState>,
     caller: Caller,

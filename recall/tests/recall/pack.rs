@@ -48,7 +48,7 @@ fn chunk(i: u32, text: &str) -> PackItem {
     p.chunk_index = Some(i);
     p.span = Some((0, text.chars().count() as u64));
     PackItem {
-        reference: p.reference(),
+        reference: p.to_ref(),
         point: p,
         reason: reason(1.0 / (i as f32 + 1.0)),
     }
@@ -63,7 +63,7 @@ fn message(seq: u64, role: Role, text: &str, ts: i64) -> PackItem {
     p.role = Some(role);
     p.turn_id = Some(format!("t{seq}"));
     PackItem {
-        reference: p.reference(),
+        reference: p.to_ref(),
         point: p,
         reason: reason(0.5),
     }
@@ -277,7 +277,7 @@ fn record(
     p.text = Some(text);
     p.state = Some(state);
     PackItem {
-        reference: p.reference(),
+        reference: p.to_ref(),
         point: p,
         reason: reason(0.8),
     }
@@ -417,11 +417,8 @@ fn knowledge_snapshot() {
         pack.token_count,
         e.tokenizer().count(&pack.context_markdown)
     );
-    let refs: Vec<&str> = pack
-        .citations
-        .iter()
-        .map(|c| c.reference.as_str())
-        .collect();
+    let refs: Vec<String> = pack.citations.iter().map(|c| c.reference.to_string()).collect();
+    let refs: Vec<&str> = refs.iter().map(String::as_str).collect();
     assert_eq!(
         refs,
         [

@@ -1601,7 +1601,7 @@ async fn concurrent_writers_never_number_alike_or_leave_two_current() {
 // ---- 9. recall ----------------------------------------------------------------------------
 
 fn refs_of(pack: &MemoryPack) -> Vec<String> {
-    pack.citations.iter().map(|c| c.reference.clone()).collect()
+    pack.citations.iter().map(|c| c.reference.to_string()).collect()
 }
 
 async fn recall(e: &Engine, sc: &Scope, query: &str, budget: usize, history: bool) -> MemoryPack {
@@ -1877,7 +1877,7 @@ async fn proposed_knowledge_is_written_only_when_approved() {
     let cite = pack
         .citations
         .iter()
-        .find(|c| c.reference == fact_ref)
+        .find(|c| c.reference.to_string() == fact_ref)
         .expect("the approved fact is recalled");
     assert_eq!(
         cite.trust_origin,

@@ -226,11 +226,8 @@ async fn a_data_directory_of_the_old_layout_opens_and_behaves_the_same() {
         )
         .await
         .unwrap();
-    let cited: Vec<&str> = pack
-        .citations
-        .iter()
-        .map(|c| c.reference.as_str())
-        .collect();
+    let cited: Vec<String> = pack.citations.iter().map(|c| c.reference.to_string()).collect();
+    let cited: Vec<&str> = cited.iter().map(String::as_str).collect();
     assert!(
         cited.contains(&Ref::mem(cand_id).to_string().as_str()),
         "{cited:?}"

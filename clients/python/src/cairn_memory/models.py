@@ -136,7 +136,8 @@ class Operation(str, Enum):
 
 class PointKind(str, Enum):
     """Kind of a stored point. Recall searches `chunk`, `message`, `memory`, `entity`,
-    `preference`, `fact` and `trace`.
+    `preference`, `fact` and `trace` ([`PointKind::recall_role`]); the other kinds are
+    Cairn's own records.
     """
 
     CHUNK = 'chunk'
@@ -146,10 +147,17 @@ class PointKind(str, Enum):
     EVENT = 'event'
     CANDIDATE = 'candidate'
     MEMORY = 'memory'
+    CONVERSATION = 'conversation'
+    FORGET = 'forget'
+    GRANT = 'grant'
     ENTITY = 'entity'
     PREFERENCE = 'preference'
     FACT = 'fact'
+    RELATIONSHIP = 'relationship'
+    PREDICATE = 'predicate'
     TRACE = 'trace'
+    STEP = 'step'
+    TOOL_CALL = 'tool_call'
 
     def __str__(self) -> str:
         return self.value
@@ -162,6 +170,24 @@ class Role(str, Enum):
     ASSISTANT = 'assistant'
     SYSTEM = 'system'
     TOOL = 'tool'
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class SearchKind(str, Enum):
+    """What kind of memory: document chunks (`chunk`), conversation messages (`message`),
+    approved memories (`memory`), knowledge (`entity`, `preference`, `fact`) and reasoning
+    traces (`trace`).
+    """
+
+    CHUNK = 'chunk'
+    MESSAGE = 'message'
+    MEMORY = 'memory'
+    ENTITY = 'entity'
+    PREFERENCE = 'preference'
+    FACT = 'fact'
+    TRACE = 'trace'
 
     def __str__(self) -> str:
         return self.value
@@ -182,7 +208,13 @@ class ToolStatus(str, Enum):
 
 
 class TrustOrigin(str, Enum):
-    """Where a memory came from, and so how far it can be trusted."""
+    """Where a memory came from, and so how far it can be trusted. Shown on every citation:
+    assistant output is never presented as something the user said. `document`: text of an
+    ingested document; `user_reported`: something the user said (their own claim, not
+    verified); `agent_output`: something an assistant or agent produced; `tool_output`: the
+    output of a tool call; `third_party_agent`: proposed by a third-party agent and approved
+    by a trusted caller; `system`: a system message.
+    """
 
     DOCUMENT = 'document'
     USER_REPORTED = 'user_reported'
@@ -196,7 +228,7 @@ class TrustOrigin(str, Enum):
 
 
 class TurnMode(str, Enum):
-    """Mode of an agent turn."""
+    """Mode of an agent turn: text or voice."""
 
     TEXT = 'text'
     VOICE = 'voice'
@@ -212,8 +244,8 @@ class ProposedKnowledgeFact(CairnModel):
     object: str
     predicate: str
     subject: str
-    valid_from: Optional[int] = None
-    valid_until: Optional[int] = None
+    valid_from: Optional[Timestamp] = None
+    valid_until: Optional[Timestamp] = None
 
 
 class ProposedKnowledgePreference(CairnModel):
@@ -254,15 +286,15 @@ class AnswerSignals(CairnModel):
     dense_gap: float = Field(description="`top_dense` minus the second best candidate's cosine.")
     dense_margin: float = Field(description="`top_dense` minus the 10th best candidate's cosine.")
     identifier_support: float = Field(description="Share of the query's identifiers found in the cited items (1 when it names none).")
-    leg_agreement: float = Field(description="1 when the dense and BM25 legs agree on their best item.")
-    sparse_margin: float = Field(description="How far the best BM25 score stands above the 10th: `(b1 − b10) / b1`.")
+    leg_agreement: float = Field(description="1 when the dense and BM25 legs agree on their best item (it is in the other's top 3).")
+    sparse_margin: float = Field(description="How far the best BM25 score stands above the 10th: `(b1 − b10) / b1` (0 without a BM25 match).")
     top_dense: float = Field(description="Best query–candidate dense cosine.")
     top_item_dense: float = Field(description="Dense cosine of the first cited item (0 when nothing is cited).")
 
 
 class Answerability(CairnModel):
-    """How likely the cited items answer the query (a calibrated model, see the README), and
-    the thresholds that turn it into `coverage`.
+    """How likely the cited items answer the query, and the thresholds that turn it into
+    `coverage`.
     """
 
     full_at: float = Field(description="`coverage` is `full` at or above this score (unless the memories conflict). This pack's own threshold: lower for short evidence that supports most of the query (a chat message, a note), higher for long passages.")
@@ -300,14 +332,14 @@ class CandidateList(CairnModel):
 
 
 class CandidateRequest(CairnModel):
-    """`POST /v1/candidates` body."""
+    """`POST /v1/candidates` body; the arguments of MCP's `propose_memory`."""
 
     confidence: float = Field(description="The proposer's confidence, 0 to 1.")
     content: str = Field(description="The proposed memory (at most 8 KiB).")
     evidence_refs: List[str] = Field(description="1 to 32 refs (`doc:<id>[#<chunk>]`, `msg:<conversation>/<seq>`, `evt:<id>`), each of which must exist in the scope.")
     knowledge: Optional[ProposedKnowledge] = None
     memory_type: str = Field(description="What kind of memory this is (`fact`, `preference`, ...; `[A-Za-z0-9_.-]+`).")
-    metadata: Optional[Dict[str, Any]] = None
+    metadata: Optional[Dict[str, Any]] = Field(default=None, description="At most 16 KiB serialized.")
     scope: Scope
     source_agent: str = Field(description="The proposing third-party agent (`[A-Za-z0-9_.-]+`).")
 
@@ -353,20 +385,20 @@ class ChunkView(CairnModel):
 
 
 class Citation(CairnModel):
-    """One cited source; `n` is the `[n]` marker of the Markdown."""
+    """One cited source. `n` is the marker `[n]` used in the Markdown."""
 
     chunk_index: Optional[int] = None
     conversation_id: Optional[str] = None
     doc_id: Optional[str] = None
-    kind: PointKind
+    kind: PointKind = Field(description="What the cited point is (serialized as its snake_case name, e.g. `chunk`).")
     n: int
     page: Optional[int] = None
-    ref: str = Field(description="`doc:<id>#<chunk>`, `msg:<conversation>/<seq>`, `mem:<id>`, `ent:<id>`, `pref:<id>`, `fact:<id>` or `trace:<id>`.")
+    ref: str = Field(description="Stable reference: `doc:<id>#<chunk>`, `msg:<conversation>/<seq>`, `mem:<id>`, `ent:<id>`, `pref:<id>`, `fact:<id>` or `trace:<id>`.")
     role: Optional[Role] = None
     score: float
-    source: str = Field(description="Document source, `conversation:<id>`, or for a memory its agent and evidence refs.")
-    span: Optional[List[int]] = Field(default=None, description="Character span `[start, end)`.")
-    timestamp: int = Field(description="Epoch ms.")
+    source: str = Field(description="File path / caller key of a document, or the conversation for a message.")
+    span: Optional[List[int]] = Field(default=None, description="Character span `[start, end)` of the cited text in the document.")
+    timestamp: int = Field(description="Unix epoch milliseconds.")
     trust_origin: TrustOrigin
     turn_id: Optional[str] = None
 
@@ -392,20 +424,22 @@ class CompleteTraceRequest(CairnModel):
 
 
 class Conflict(CairnModel):
-    """Memories that state different values for the same thing; never resolved silently."""
+    """Two memories that state different values for the same subject and attribute. Both sides
+    are always shown; Cairn never picks one.
+    """
 
     sides: List[ConflictSide]
-    topic: str
+    topic: str = Field(description="The shared statement with the differing values blanked (\"alex's dentist appointment is on _\").")
 
 
 class ConflictSide(CairnModel):
     """One side of a conflict."""
 
-    citation: int
-    statement: str
+    citation: int = Field(description="Citation number of the item stating this side.")
+    statement: str = Field(description="The sentence stating it.")
     timestamp: int
     trust_origin: TrustOrigin
-    value: str
+    value: str = Field(description="The differing value(s) (e.g. \"tuesday\"), or \"negated\"/\"affirmed\".")
 
 
 class ConversationInfo(CairnModel):
@@ -473,11 +507,13 @@ class DocumentBody(CairnModel):
 
 
 class DocumentInfo(CairnModel):
-    """A stored document (its current version)."""
+    """A stored document (its current version), as listed by `cairn documents` and `GET
+    /v1/documents`.
+    """
 
     chunks: int
     doc_id: str
-    ingested_at: int = Field(description="Epoch ms.")
+    ingested_at: int = Field(description="Unix epoch milliseconds.")
     media_type: Optional[str] = None
     source: str
     version: int
@@ -661,7 +697,7 @@ class ForgetReport(CairnModel):
 
 
 class ForgetRequest(CairnModel):
-    """`POST /v1/forget` body."""
+    """`POST /v1/forget` body; the arguments of MCP's `forget`."""
 
     hard: Optional[bool] = Field(default=None, description="Also delete the records of invalidated candidates (they restate the evidence), and flush to disk before answering.")
     ref: str = Field(description="What to forget: `doc:<id>` or `doc:<id>#<chunk>` (the whole document), `msg:<conversation>/<seq>`, `conv:<conversation>`, `turn:<turn id>` (both messages), `evt:<id>`, `cand:<id>` or `mem:<id>` (an approved memory), `ent:<id>` (an entity and its relationships), `pref:<id>`, `fact:<id>`, `rel:<id>`, `trace:<id>` (a trace with its steps and tool calls). Facts citing forgotten evidence are invalidated.")
@@ -729,9 +765,9 @@ class IssuedGrant(CairnModel):
 
 
 class MemoryPack(MemoryPackMixin, CairnModel):
-    """A token-budgeted memory context with citations."""
+    """A token-budgeted memory context for one query."""
 
-    answerability: Answerability
+    answerability: Optional[Answerability] = Field(default=None, description="The score behind `coverage`.")
     citations: List[Citation]
     conflicts: List[Conflict]
     context_markdown: str = Field(description="Markdown for the prompt. Data, not instructions.")
@@ -740,8 +776,8 @@ class MemoryPack(MemoryPackMixin, CairnModel):
     query: str
     selected_nodes: List[SelectedNode]
     token_budget: int
-    token_count: int
-    unknowns: List[str]
+    token_count: int = Field(description="Tokens of `context_markdown`, counted with the pack tokenizer.")
+    unknowns: List[str] = Field(description="Aspects of the query no cited item supports, in words an agent can act on.")
 
 
 class MergeRequest(CairnModel):
@@ -761,25 +797,28 @@ class MessageHit(CairnModel):
 
 
 class MessageInput(CairnModel):
-    """One message to record."""
+    """One message to record, verbatim: a [`MessageInput`] plus the caller's optional
+    idempotency key `message_id` (`MessageInput` in the OpenAPI document; its own type
+    because serde's `flatten` does not combine with `deny_unknown_fields`).
+    """
 
-    content: str = Field(description="Stored verbatim; at most 32 KiB.")
-    conversation_id: str
-    message_id: Optional[str] = Field(default=None, description="The caller's idempotency key (per conversation and role): posting it again with the same content is a replay, with other content `409 conflict`. A message without `message_id`, `turn_id` or `ts` is always recorded as a new message.")
+    content: str = Field(description="The message, stored verbatim (at most 32 KiB).")
+    conversation_id: str = Field(description="The conversation (`[A-Za-z0-9_.-]+`, at most 128 characters).")
+    message_id: Optional[str] = Field(default=None, description="Your idempotency key (per conversation and role): the same key and content again is a replay, other content under it `409 conflict`. A message without `message_id`, `turn_id` or `ts` is always recorded as a new message.")
     metadata: Optional[Dict[str, Any]] = Field(default=None, description="At most 16 KiB serialized.")
     role: Role
-    speaker: Optional[str] = Field(default=None, description="At most 256 bytes.")
+    speaker: Optional[str] = Field(default=None, description="Display name of the speaker (at most 256 bytes).")
     ts: Optional[Timestamp] = None
-    turn_id: Optional[str] = Field(default=None, description="One message per turn and role: a replay of the turn collapses onto it.")
+    turn_id: Optional[str] = Field(default=None, description="The agent turn it belongs to: one message per turn and role, so a replay of the turn collapses onto it.")
 
 
 class MessageReceipt(CairnModel):
     """Receipt of a recorded message."""
 
     conversation_id: str
-    created: bool = Field(description="False when an identical message was already stored.")
+    created: bool = Field(description="False when an identical message was already stored (a replay).")
     id: str = Field(description="UUID of the stored point.")
-    ref: str
+    ref: str = Field(description="`msg:<conversation>/<seq>`.")
     role: Role
     seq: int
 
@@ -821,7 +860,7 @@ class MessagesResponse(CairnModel):
 
 
 class Partition(CairnModel):
-    """The storage boundary of a scope."""
+    """The storage boundary: tenant, user, namespace."""
 
     namespace: str
     tenant: str
@@ -887,14 +926,14 @@ class PreferenceSearch(CairnModel):
 
 
 class PrepareRequest(CairnModel):
-    """`POST /v1/turns/prepare` body."""
+    """`POST /v1/turns/prepare` body; the arguments of MCP's `prepare_turn`."""
 
     filters: Optional[RecallFilters] = None
     mode: Optional[TurnMode] = None
     scope: Scope
-    token_budget: Optional[int] = None
-    turn_id: Optional[str] = Field(default=None, description="Default: a new random id (`turn-<uuid>`).")
-    user_message: str = Field(description="The recall query: 1 to 8192 bytes (longer: `400 invalid_request`).")
+    token_budget: Optional[int] = Field(default=None, description="Most tokens of the pack's Markdown context (default 1000).")
+    turn_id: Optional[str] = Field(default=None, description="The turn's id (`[A-Za-z0-9_.-]+`); default a new random id (`turn-<uuid>`). Pass the returned id to `complete`.")
+    user_message: str = Field(description="The user's message of this turn, used as the recall query: 1 to 8192 bytes (longer: `400 invalid_request`).")
 
 
 class ProposeResponse(CairnModel):
@@ -925,26 +964,28 @@ class Ready(CairnModel):
 
 
 class RecallBody(CairnModel):
-    """`POST /v1/recall` body."""
+    """`POST /v1/recall` body; the arguments of MCP's `recall`."""
 
     filters: Optional[RecallFilters] = None
-    query: str = Field(description="1 to 8192 bytes (longer: `400 invalid_request`).")
+    query: str = Field(description="What to remember: a question or topic in natural language, identifiers welcome (1 to 8192 bytes; longer: `400 invalid_request`).")
     scope: Scope
-    token_budget: Optional[int] = Field(default=None, description="Tokens of the pack's Markdown (default 1000).")
+    token_budget: Optional[int] = Field(default=None, description="Most tokens of the pack's Markdown context (default 1000).")
 
 
 class RecallFilters(CairnModel):
-    """Optional narrowing of a recall, beyond the scope's partition."""
+    """Optional narrowing of a recall, inside the scope's tenant, user and namespace (which are
+    always applied).
+    """
 
-    agent: Optional[str] = None
-    conversation_id: Optional[str] = None
-    include_history: Optional[bool] = Field(default=None, description="Also recall superseded, expired and invalidated facts and merged entities.")
-    kinds: Optional[List[PointKind]] = Field(default=None, description="Only these kinds (`chunk`, `message`, `memory`, `entity`, `preference`, `fact`, `trace`); default all of them.")
-    session: Optional[str] = None
-    since: Optional[int] = Field(default=None, description="Epoch ms, inclusive.")
-    source: Optional[str] = None
-    trust: Optional[List[TrustOrigin]] = Field(default=None, description="Only these trust origins.")
-    until: Optional[int] = Field(default=None, description="Epoch ms, inclusive.")
+    agent: Optional[str] = Field(default=None, description="Only memories written by this agent.")
+    conversation_id: Optional[str] = Field(default=None, description="Only messages of this conversation.")
+    include_history: Optional[bool] = Field(default=None, description="Also recall history: superseded, expired and invalidated facts, merged entities.")
+    kinds: Optional[List[SearchKind]] = Field(default=None, description="Only these kinds (at most 16); default all of them. A kind recall never searches is refused.")
+    session: Optional[str] = Field(default=None, description="Only memories of this session.")
+    since: Optional[Timestamp] = None
+    source: Optional[str] = Field(default=None, description="Only chunks of this document source.")
+    trust: Optional[List[TrustOrigin]] = Field(default=None, description="Only these trust origins (at most 16).")
+    until: Optional[Timestamp] = None
 
 
 class RelatedEntity(CairnModel):
@@ -991,15 +1032,17 @@ class RelationshipRequest(CairnModel):
 
 
 class Scope(CairnModel):
-    """Who a memory belongs to and where it came from. Each component is `[A-Za-z0-9_.-]+`, at
-    most 128 characters. Tenant, user and namespace are the storage boundary.
+    """Whose memory: tenant, user and namespace are the storage boundary (every read and write
+    stays inside it); agent and session are recorded as provenance. Each component is
+    `[A-Za-z0-9_.-]+`, at most 128 characters. An unknown field is refused (a misspelt
+    `namespace` must not silently fall back to `default`).
     """
 
-    agent: Optional[str] = Field(default=None, description="Default `default`. Provenance: recorded on every memory.")
-    namespace: Optional[str] = Field(default=None, description="Default `default`.")
-    session: Optional[str] = Field(default=None, description="Default `default`. Provenance; also the conversation id of agent turns.")
-    tenant: str
-    user: str
+    agent: Optional[str] = Field(default=None, description="The agent writing or reading (provenance; default `default`).")
+    namespace: Optional[str] = Field(default=None, description="A separate memory space of the user (default `default`).")
+    session: Optional[str] = Field(default=None, description="The session or conversation (provenance; default `default`). Completing an agent turn records its messages in the conversation named by the session.")
+    tenant: str = Field(description="The tenant (organisation or application). With API keys, the key's tenant.")
+    user: str = Field(description="The user whose memory this is.")
 
 
 class ScoredEntity(CairnModel):
@@ -1030,25 +1073,25 @@ class ScoredTrace(CairnModel):
 
 
 class SelectedNode(CairnModel):
-    """A selected memory, as data."""
+    """A selected memory, as data (the Markdown shows the same items)."""
 
     citation: int
     kind: PointKind
     reason: SelectionReason
-    ref: str
-    text: str
+    ref: str = Field(description="The cited memory's ref, as in [`Citation`].")
+    text: str = Field(description="The text as included in the pack (possibly shortened at a sentence boundary).")
     truncated: bool
     trust_origin: TrustOrigin
 
 
 class SelectionReason(CairnModel):
-    """Why an item was selected."""
+    """Why an item was selected, as data."""
 
-    dense_rank: Optional[int] = None
-    dense_score: Optional[float] = None
-    fused_score: float
-    identifier_hits: List[str]
-    sparse_rank: Optional[int] = None
+    dense_rank: Optional[int] = Field(default=None, description="1-based rank in the dense (embedding) leg, if it appeared there.")
+    dense_score: Optional[float] = Field(default=None, description="Cosine similarity of the query and the item embeddings.")
+    fused_score: float = Field(description="Fused score used for ranking.")
+    identifier_hits: List[str] = Field(description="Query identifiers the item contains verbatim.")
+    sparse_rank: Optional[int] = Field(default=None, description="1-based rank in the sparse (BM25) leg, if it appeared there.")
 
 
 class SimilarTraces(CairnModel):
@@ -1206,7 +1249,7 @@ class TraceView(CairnModel):
 
 
 class TurnEnvelope(CairnModel):
-    """The `agent-turn-v1` envelope."""
+    """The `agent-turn-v1` envelope returned by `prepare` (and `cairn recall --json`)."""
 
     contract_version: str
     memory_pack: MemoryPack
@@ -1438,6 +1481,7 @@ SCHEMA_NAMES = {
     'Scored_Entity': 'ScoredEntity',
     'Scored_Preference': 'ScoredPreference',
     'Scored_Trace': 'ScoredTrace',
+    'SearchKind': 'SearchKind',
     'SelectedNode': 'SelectedNode',
     'SelectionReason': 'SelectionReason',
     'SimilarTraces': 'SimilarTraces',
@@ -1469,4 +1513,4 @@ for _model in MODELS.values():
     _model.model_rebuild()
 del _model
 
-__all__ = ["AnswerSignals", "Answerability", "BackupManifest", "BackupRequest", "CandidateList", "CandidateRequest", "CandidateStatus", "CandidateView", "Cardinality", "ChunkList", "ChunkView", "Citation", "CompleteRequest", "CompleteTraceRequest", "Conflict", "ConflictSide", "ConversationInfo", "ConversationList", "ConversationPage", "Counts", "Coverage", "DecisionRequest", "DiskReport", "DocStatus", "DocumentBody", "DocumentInfo", "DocumentList", "DocumentReport", "Entity", "EntityList", "EntityRequest", "EntitySearch", "EntityType", "ErrorBody", "ErrorDetail", "EventReceipt", "EventRequest", "EventView", "Fact", "FactConflict", "FactConflictList", "FactList", "FactOutcome", "FactRequest", "FactStatus", "ForgetReport", "ForgetRequest", "GrantChange", "GrantChangeRequest", "GrantList", "GrantPreset", "GrantRequest", "GrantStatus", "GrantView", "Health", "IssuedGrant", "MemoryPack", "MergeRequest", "MessageHit", "MessageInput", "MessageReceipt", "MessageSearch", "MessageView", "MessagesBody", "MessagesResponse", "Operation", "Partition", "PointKind", "Predicate", "PredicateList", "PredicateRequest", "Preference", "PreferenceList", "PreferenceRequest", "PreferenceSearch", "PrepareRequest", "ProposeResponse", "ProposedKnowledge", "ProposedKnowledgeEntity", "ProposedKnowledgeFact", "ProposedKnowledgePreference", "PublicJwk", "Ready", "RecallBody", "RecallFilters", "RelatedEntity", "RelatedList", "Relationship", "RelationshipList", "RelationshipRequest", "Role", "Scope", "ScoredEntity", "ScoredPreference", "ScoredTrace", "SelectedNode", "SelectionReason", "SimilarTraces", "Step", "StepRequest", "StepView", "SuggestRequest", "Suggestion", "SuggestionList", "Timestamp", "ToolCall", "ToolCallRequest", "ToolStats", "ToolStatsList", "ToolStatus", "Trace", "TraceList", "TraceRequest", "TraceView", "TrustOrigin", "TurnEnvelope", "TurnMode", "TurnReceipt", "UploadForm"]
+__all__ = ["AnswerSignals", "Answerability", "BackupManifest", "BackupRequest", "CandidateList", "CandidateRequest", "CandidateStatus", "CandidateView", "Cardinality", "ChunkList", "ChunkView", "Citation", "CompleteRequest", "CompleteTraceRequest", "Conflict", "ConflictSide", "ConversationInfo", "ConversationList", "ConversationPage", "Counts", "Coverage", "DecisionRequest", "DiskReport", "DocStatus", "DocumentBody", "DocumentInfo", "DocumentList", "DocumentReport", "Entity", "EntityList", "EntityRequest", "EntitySearch", "EntityType", "ErrorBody", "ErrorDetail", "EventReceipt", "EventRequest", "EventView", "Fact", "FactConflict", "FactConflictList", "FactList", "FactOutcome", "FactRequest", "FactStatus", "ForgetReport", "ForgetRequest", "GrantChange", "GrantChangeRequest", "GrantList", "GrantPreset", "GrantRequest", "GrantStatus", "GrantView", "Health", "IssuedGrant", "MemoryPack", "MergeRequest", "MessageHit", "MessageInput", "MessageReceipt", "MessageSearch", "MessageView", "MessagesBody", "MessagesResponse", "Operation", "Partition", "PointKind", "Predicate", "PredicateList", "PredicateRequest", "Preference", "PreferenceList", "PreferenceRequest", "PreferenceSearch", "PrepareRequest", "ProposeResponse", "ProposedKnowledge", "ProposedKnowledgeEntity", "ProposedKnowledgeFact", "ProposedKnowledgePreference", "PublicJwk", "Ready", "RecallBody", "RecallFilters", "RelatedEntity", "RelatedList", "Relationship", "RelationshipList", "RelationshipRequest", "Role", "Scope", "ScoredEntity", "ScoredPreference", "ScoredTrace", "SearchKind", "SelectedNode", "SelectionReason", "SimilarTraces", "Step", "StepRequest", "StepView", "SuggestRequest", "Suggestion", "SuggestionList", "Timestamp", "ToolCall", "ToolCallRequest", "ToolStats", "ToolStatsList", "ToolStatus", "Trace", "TraceList", "TraceRequest", "TraceView", "TrustOrigin", "TurnEnvelope", "TurnMode", "TurnReceipt", "UploadForm"]
