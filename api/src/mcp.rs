@@ -12,7 +12,8 @@
 //!
 //! Like the HTTP handlers, a tool only translates: its arguments (MCP-side structs that
 //! carry the JSON Schema a model sees) become the service's request types, and it calls one
-//! operation of [`Engine`] (`cairn_service::ops`), which validates, authorizes and writes.
+//! operation of [`Engine`] (in the service's module of its domain), which validates,
+//! authorizes and writes.
 //! A [`ServiceError`] becomes a tool error result (`isError: true`) whose text starts with
 //! the stable code (`not_found: ...`) and whose structured content is
 //! `{"error": {"code", "message", "hint"?}}`, the HTTP API's error shape.
@@ -38,7 +39,7 @@ use cairn_service::messages::PostedMessage;
 use cairn_service::reasoning::{RecordTraceRequest, RecordedStep};
 use cairn_service::recall::{ForgetRequest, RecallBody};
 use cairn_service::turns::{CompleteRequest, PrepareRequest};
-use cairn_service::{ops, Engine, Principal, ServiceError};
+use cairn_service::{access, Engine, Principal, ServiceError};
 use rmcp::handler::server::tool::{schema_for_input, schema_for_type};
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use rmcp::service::RequestContext;
@@ -1059,10 +1060,10 @@ impl CairnMcp {
     ) -> Result<CallToolResult, ServiceError> {
         let who = self.principal(ctx).await?;
         let args: ListDocumentsArgs = parse(args)?;
-        let partition = ops::partition(&args.tenant, &args.user, &args.namespace)?;
+        let partition = access::partition(&args.tenant, &args.user, &args.namespace)?;
         let all = self.engine.list_documents(&who, &partition).await?;
         let total = all.len();
-        let documents = ops::page(all, args.offset, args.limit);
+        let documents = access::page(all, args.offset, args.limit);
         let mut text = format!(
             "{} of {total} documents in {}/{}/{}.",
             documents.len(),
@@ -1208,7 +1209,7 @@ impl CairnMcp {
     ) -> Result<CallToolResult, ServiceError> {
         let who = self.principal(ctx).await?;
         let args: ListFactsArgs = parse(args)?;
-        let partition = ops::partition(&args.tenant, &args.user, &args.namespace)?;
+        let partition = access::partition(&args.tenant, &args.user, &args.namespace)?;
         let facts = self
             .engine
             .list_facts(
@@ -1274,7 +1275,7 @@ impl CairnMcp {
     ) -> Result<CallToolResult, ServiceError> {
         let who = self.principal(ctx).await?;
         let args: SimilarTracesArgs = parse(args)?;
-        let partition = ops::partition(&args.tenant, &args.user, &args.namespace)?;
+        let partition = access::partition(&args.tenant, &args.user, &args.namespace)?;
         let hits = self
             .engine
             .similar_traces(

@@ -890,7 +890,7 @@ async fn list_traces(b: &Bridge, req: ListTraces) -> Answer {
         .engine
         .list_traces(&Principal::Local, &b.partition(), req.session_id.as_deref())
         .await?;
-    let traces = cairn_service::ops::page(traces, None, req.limit);
+    let traces = cairn_service::access::page(traces, None, req.limit);
     ok(json!(traces
         .iter()
         .map(|t| trace(t, &[]))
@@ -1143,7 +1143,7 @@ async fn list_entities(b: &Bridge, req: ListEntities) -> Answer {
             req.entity_type.as_deref(),
         )
         .await?;
-    let all = cairn_service::ops::page(all, None, req.limit);
+    let all = cairn_service::access::page(all, None, req.limit);
     ok(json!(all.iter().map(entity).collect::<Vec<_>>()))
 }
 

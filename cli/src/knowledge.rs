@@ -7,11 +7,11 @@
 use anyhow::Result;
 use cairn_models::knowledge::{Cardinality, Entity, Fact, FactStatus, Preference, Trace};
 use cairn_models::Scope;
+use cairn_service::access::page;
 use cairn_service::knowledge::{
     EntityRequest, FactQuery, FactRequest, MergeRequest, PredicateRequest, PreferenceRequest,
     RelationshipRequest,
 };
-use cairn_service::ops::page;
 use cairn_service::recall::ForgetRequest;
 use cairn_service::{Engine, Principal};
 use clap::{Subcommand, ValueEnum};

@@ -1,11 +1,11 @@
 //! Third-party events and candidate memories.
 
 use axum::extract::{Path, State};
+use cairn_service::access::{page, partition};
 use cairn_service::candidates::{
     CandidateRequest, CandidateStatus, CandidateView, DecisionRequest, ProposeResponse,
 };
 use cairn_service::events::{EventReceipt, EventRequest, EventView};
-use cairn_service::ops::{page, partition};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;

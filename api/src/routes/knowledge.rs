@@ -3,11 +3,11 @@
 
 use axum::extract::{Path, State};
 use cairn_models::knowledge::{Entity, Fact, Predicate, Preference, Relationship};
+use cairn_service::access::partition;
 use cairn_service::knowledge::{
     EntityRequest, FactConflict, FactOutcome, FactQuery, FactRequest, MergeRequest,
     PredicateRequest, PreferenceRequest, RelatedEntity, RelationshipRequest, Scored,
 };
-use cairn_service::ops::partition;
 use cairn_service::suggestions::{SuggestRequest, Suggestion};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -311,7 +311,7 @@ async fn list_entities(
         .await?;
     let total = all.len();
     Ok(Json(EntityList {
-        entities: cairn_service::ops::page(all, q.offset, q.limit),
+        entities: cairn_service::access::page(all, q.offset, q.limit),
         total,
     }))
 }
@@ -532,7 +532,7 @@ async fn list_relationships(
         .await?;
     let total = all.len();
     Ok(Json(RelationshipList {
-        relationships: cairn_service::ops::page(all, q.offset, q.limit),
+        relationships: cairn_service::access::page(all, q.offset, q.limit),
         total,
     }))
 }
@@ -569,7 +569,7 @@ async fn list_preferences(
         .await?;
     let total = all.len();
     Ok(Json(PreferenceList {
-        preferences: cairn_service::ops::page(all, q.offset, q.limit),
+        preferences: cairn_service::access::page(all, q.offset, q.limit),
         total,
     }))
 }
@@ -645,7 +645,7 @@ async fn list_facts(
     let all = state.engine.list_facts(&who, &partition, query).await?;
     let total = all.len();
     Ok(Json(FactList {
-        facts: cairn_service::ops::page(all, q.offset, q.limit),
+        facts: cairn_service::access::page(all, q.offset, q.limit),
         total,
     }))
 }

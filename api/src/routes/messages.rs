@@ -2,11 +2,11 @@
 
 use axum::extract::{Path, State};
 use cairn_ingest::messages::KeyedMessage;
+use cairn_service::access::partition;
 use cairn_service::forget::ForgetReport;
 use cairn_service::messages::{
     ConversationList, ConversationPage, MessageHit, MessageView, MessagesBody, MessagesResponse,
 };
-use cairn_service::ops::partition;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;

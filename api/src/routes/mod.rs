@@ -197,7 +197,7 @@ fn default_ns() -> String {
 
 impl ScopeQuery {
     fn partition(&self) -> Result<Partition, ApiError> {
-        Ok(cairn_service::ops::partition(
+        Ok(cairn_service::access::partition(
             &self.tenant,
             &self.user,
             &self.namespace,
@@ -205,13 +205,13 @@ impl ScopeQuery {
     }
 
     fn page<T>(&self, items: Vec<T>) -> Vec<T> {
-        cairn_service::ops::page(items, self.offset, self.limit)
+        cairn_service::access::page(items, self.offset, self.limit)
     }
 }
 
 impl DeleteQuery {
     fn partition(&self) -> Result<Partition, ApiError> {
-        Ok(cairn_service::ops::partition(
+        Ok(cairn_service::access::partition(
             &self.tenant,
             &self.user,
             &self.namespace,

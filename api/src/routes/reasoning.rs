@@ -3,8 +3,8 @@
 
 use axum::extract::{Path, State};
 use cairn_models::knowledge::{Step, ToolCall, Trace};
+use cairn_service::access::partition;
 use cairn_service::knowledge::Scored;
-use cairn_service::ops::partition;
 use cairn_service::reasoning::{
     CompleteTraceRequest, StepRequest, ToolCallRequest, ToolStats, TraceRequest, TraceView,
 };
@@ -233,7 +233,7 @@ async fn list_traces(
         .await?;
     let total = all.len();
     Ok(Json(TraceList {
-        traces: cairn_service::ops::page(all, q.offset, q.limit),
+        traces: cairn_service::access::page(all, q.offset, q.limit),
         total,
     }))
 }
