@@ -39,7 +39,7 @@ use cairn_service::messages::PostedMessage;
 use cairn_service::reasoning::{RecordTraceRequest, RecordedStep};
 use cairn_service::recall::{ForgetRequest, RecallBody};
 use cairn_service::turns::{CompleteRequest, PrepareRequest};
-use cairn_service::{access, Engine, Principal, ServiceError};
+use cairn_service::{access, Engine, PageRequest, Principal, ServiceError};
 use rmcp::handler::server::tool::{schema_for_input, schema_for_type};
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use rmcp::service::RequestContext;
@@ -1061,9 +1061,11 @@ impl CairnMcp {
         let who = self.principal(ctx).await?;
         let args: ListDocumentsArgs = parse(args)?;
         let partition = access::partition(&args.tenant, &args.user, &args.namespace)?;
-        let all = self.engine.list_documents(&who, &partition).await?;
-        let total = all.len();
-        let documents = access::page(all, args.offset, args.limit);
+        let page = self
+            .engine
+            .list_documents(&who, &partition, PageRequest::new(args.offset, args.limit))
+            .await?;
+        let (documents, total) = (page.items, page.total);
         let mut text = format!(
             "{} of {total} documents in {}/{}/{}.",
             documents.len(),
@@ -1221,8 +1223,10 @@ impl CairnMcp {
                     history: args.history,
                     ..FactQuery::default()
                 },
+                PageRequest::ALL,
             )
-            .await?;
+            .await?
+            .items;
         let mut text = format!("{} facts.", facts.len());
         for f in &facts {
             text.push_str(&format!(

@@ -25,7 +25,7 @@ use cairn_store::{Filter, UpsertPoint};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::access::admit;
+use crate::access::{admit, Page, PageRequest};
 use crate::auth::{authorize, bind_agent, Principal};
 use crate::engine::Engine;
 use crate::error::ServiceError;
@@ -134,15 +134,16 @@ impl Engine {
         propose(self, req).await
     }
 
-    /// The partition's candidates, optionally of one status, oldest first.
+    /// The partition's candidates, optionally of one status, oldest first; one page of them.
     pub async fn list_candidates(
         &self,
         who: &Principal,
         partition: &Partition,
         status: Option<CandidateStatus>,
-    ) -> Result<Vec<CandidateView>, ServiceError> {
+        page: PageRequest,
+    ) -> Result<Page<CandidateView>, ServiceError> {
         authorize(who, partition, Operation::Read)?;
-        list(self, partition, status).await
+        Ok(page.of(list(self, partition, status).await?))
     }
 
     /// One candidate.

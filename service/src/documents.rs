@@ -14,7 +14,7 @@ use cairn_store::Filter;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::access::admit_write;
+use crate::access::{admit_write, Page, PageRequest};
 use crate::auth::{authorize, Principal};
 use crate::engine::Engine;
 use crate::error::ServiceError;
@@ -240,14 +240,15 @@ impl Engine {
         })
     }
 
-    /// The partition's documents (current versions), sorted by source.
+    /// The partition's documents (current versions), sorted by source; one page of them.
     pub async fn list_documents(
         &self,
         who: &Principal,
         partition: &Partition,
-    ) -> Result<Vec<DocumentInfo>, ServiceError> {
+        page: PageRequest,
+    ) -> Result<Page<DocumentInfo>, ServiceError> {
         authorize(who, partition, Operation::Read)?;
-        Ok(catalog::list_documents(self.store.as_ref(), partition).await?)
+        Ok(page.of(catalog::list_documents(self.store.as_ref(), partition).await?))
     }
 
     /// One document.
@@ -263,13 +264,14 @@ impl Engine {
             .ok_or_else(|| ServiceError::NotFound(format!("no document {id} in this scope")))
     }
 
-    /// The chunks of a document's current version, in order.
+    /// The chunks of a document's current version, in order; one page of them.
     pub async fn document_chunks(
         &self,
         who: &Principal,
         partition: &Partition,
         id: &str,
-    ) -> Result<Vec<ChunkView>, ServiceError> {
+        page: PageRequest,
+    ) -> Result<Page<ChunkView>, ServiceError> {
         authorize(who, partition, Operation::Read)?;
         let not_found = || ServiceError::NotFound(format!("no document {id} in this scope"));
         validate_component("doc_id", id).map_err(|_| not_found())?;
@@ -294,7 +296,7 @@ impl Engine {
             })
             .collect();
         chunks.sort_by_key(|c| c.chunk_index);
-        Ok(chunks)
+        Ok(page.of(chunks))
     }
 
     /// Deletes a document (every source at this id, all its chunks) and what derives from it.

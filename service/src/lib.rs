@@ -6,15 +6,16 @@
 //! one policy ([`auth::authorize`], through [`access`]), takes the locks it needs in the
 //! documented order, schedules the vector index build after writes and reports a
 //! [`ServiceError`] whose stable code ([`cairn_models::ErrorCode`]) a door maps onto its
-//! transport. A door only translates. This crate depends on
-//! no HTTP crate.
+//! transport. A listing takes a [`PageRequest`] and answers one [`Page`] with the listing's
+//! total. A door only translates. This crate depends on no HTTP crate.
 //!
-//! Layered (each module uses only those listed before it; `service/tests/service/module_graph.rs`):
+//! The modules, layered (each uses only those listed before it; checked by
+//! `service/tests/service/module_graph.rs`):
 //!
 //! - [`error`], [`auth`], [`engine`]: the stable errors; API keys, principals and the
 //!   authorization policy; assembling the service over a data directory, the vector index
 //!   build.
-//! - [`access`]: the partition a call names, admitting a scope, paging.
+//! - [`access`]: the partition a call names, admitting a scope, paging ([`Page`]).
 //! - `records`, `evidence`, [`schema`]: the record store of one kind; evidence refs;
 //!   OpenAPI descriptions of the library crates' wire types.
 //! - [`recall`]: recall (and the forget request); [`turns`]: the `agent-turn-v1` contract.
@@ -47,6 +48,7 @@ pub mod schema;
 pub mod suggestions;
 pub mod turns;
 
+pub use access::{Page, PageRequest};
 pub use auth::{authorize, Auth, Principal};
 pub use cairn_models::grant::Operation;
 pub use documents::BatchOutcome;

@@ -12,7 +12,7 @@ use cairn_store::Filter;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::access::{admit_write, PAGE_MAX};
+use crate::access::{admit_write, Page, PageRequest, PAGE_MAX};
 use crate::auth::{authorize, Principal};
 use crate::engine::Engine;
 use crate::error::ServiceError;
@@ -198,13 +198,15 @@ impl Engine {
         Ok(receipts)
     }
 
-    /// A conversation's messages in order; `not_found` when it has none in the partition.
+    /// A conversation's messages in order, one page of them; `not_found` when it has none in
+    /// the partition.
     pub async fn conversation(
         &self,
         who: &Principal,
         partition: &Partition,
         id: &str,
-    ) -> Result<Vec<MessageView>, ServiceError> {
+        page: PageRequest,
+    ) -> Result<Page<MessageView>, ServiceError> {
         authorize(who, partition, Operation::Read)?;
         let filter = Filter::new()
             .eq("kind", PointKind::Message.as_str())
@@ -222,10 +224,10 @@ impl Engine {
             )));
         }
         all.sort_by_key(|(_, p)| p.seq.unwrap_or(0));
-        Ok(all
+        Ok(page.of(all
             .into_iter()
             .map(|(id, p)| MessageView::of(id, p))
-            .collect())
+            .collect()))
     }
 
     /// One message by its id (`MessageReceipt::id`); `not_found` when no message of the
@@ -292,12 +294,13 @@ impl Engine {
             .collect())
     }
 
-    /// The partition's conversations, most recent activity first.
+    /// The partition's conversations, most recent activity first; one page of them.
     pub async fn conversations(
         &self,
         who: &Principal,
         partition: &Partition,
-    ) -> Result<Vec<ConversationInfo>, ServiceError> {
+        page: PageRequest,
+    ) -> Result<Page<ConversationInfo>, ServiceError> {
         authorize(who, partition, Operation::Read)?;
         let filter = Filter::new().eq("kind", PointKind::Message.as_str());
         let mut by_id: std::collections::BTreeMap<String, ConversationInfo> = Default::default();
@@ -320,7 +323,7 @@ impl Engine {
                 .cmp(&a.last_ts)
                 .then_with(|| a.conversation_id.cmp(&b.conversation_id))
         });
-        Ok(out)
+        Ok(page.of(out))
     }
 
     /// Deletes one message (`msg:<conversation>/<seq>`) and what derives from it.

@@ -149,11 +149,13 @@ async fn list_conversations(
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
     let who = caller.principal().clone();
-    let all = state.engine.conversations(&who, &partition).await?;
-    let total = all.len();
+    let page = state
+        .engine
+        .conversations(&who, &partition, q.page())
+        .await?;
     Ok(Json(ConversationList {
-        conversations: q.page(all),
-        total,
+        conversations: page.items,
+        total: page.total,
     }))
 }
 
@@ -174,12 +176,14 @@ async fn list_conversation(
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
     let who = caller.principal().clone();
-    let all = state.engine.conversation(&who, &partition, &id).await?;
-    let total = all.len();
+    let page = state
+        .engine
+        .conversation(&who, &partition, &id, q.page())
+        .await?;
     Ok(Json(ConversationPage {
         conversation_id: id,
-        messages: q.page(all),
-        total,
+        messages: page.items,
+        total: page.total,
     }))
 }
 

@@ -204,8 +204,8 @@ impl ScopeQuery {
         )?)
     }
 
-    fn page<T>(&self, items: Vec<T>) -> Vec<T> {
-        cairn_service::access::page(items, self.offset, self.limit)
+    fn page(&self) -> cairn_service::PageRequest {
+        cairn_service::PageRequest::new(self.offset, self.limit)
     }
 }
 

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::{check_name, check_text, origin, MAX_ALIASES, MAX_NAME_BYTES};
-use crate::access::admit_write;
+use crate::access::{admit_write, Page, PageRequest};
 use crate::auth::{authorize, Principal};
 use crate::engine::Engine;
 use crate::error::ServiceError;
@@ -257,14 +257,14 @@ impl Engine {
             .collect()
     }
 
-    /// The partition's entities (merged ones excluded), oldest first; doors page them
-    /// (`ops::page`), like documents.
+    /// The partition's entities (merged ones excluded), oldest first; one page of them.
     pub async fn list_entities(
         &self,
         who: &Principal,
         partition: &Partition,
         entity_type: Option<&str>,
-    ) -> Result<Vec<Entity>, ServiceError> {
+        page: PageRequest,
+    ) -> Result<Page<Entity>, ServiceError> {
         authorize(who, partition, Operation::Read)?;
         let key = match entity_type {
             Some(t) => Some(format!(
@@ -284,7 +284,7 @@ impl Engine {
             .collect::<Result<_, _>>()?;
         all.retain(|e| e.merged_into.is_none());
         all.sort_by_key(|e| (e.created_at, e.id.clone()));
-        Ok(all)
+        Ok(page.of(all))
     }
 
     /// Merges `source` into `target`: the source's relationships move to the target, its

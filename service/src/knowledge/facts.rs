@@ -16,7 +16,7 @@ use utoipa::ToSchema;
 
 use super::entities::entity_of;
 use super::{check_name, origin, MAX_FACT_EVIDENCE};
-use crate::access::admit_write;
+use crate::access::{admit_write, Page, PageRequest};
 use crate::auth::{authorize, Principal};
 use crate::engine::Engine;
 use crate::error::ServiceError;
@@ -64,12 +64,13 @@ impl Engine {
         Ok(p)
     }
 
-    /// The declared predicates of the partition.
+    /// The declared predicates of the partition, by name; one page of them.
     pub async fn list_predicates(
         &self,
         who: &Principal,
         partition: &Partition,
-    ) -> Result<Vec<Predicate>, ServiceError> {
+        page: PageRequest,
+    ) -> Result<Page<Predicate>, ServiceError> {
         authorize(who, partition, Operation::Read)?;
         let mut out: Vec<Predicate> = scan(self, partition, PointKind::Predicate, None)
             .await?
@@ -80,7 +81,7 @@ impl Engine {
             })
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(out)
+        Ok(page.of(out))
     }
 
     async fn cardinality(
@@ -309,13 +310,14 @@ impl Engine {
     /// Facts of the partition, oldest first: those holding now, or with `history` every
     /// one (superseded, expired and invalidated ones too). `subject` matches the subject
     /// by name and through the aliases of the entity of that name; `predicate` its
-    /// canonical form.
+    /// canonical form. One page of them.
     pub async fn list_facts(
         &self,
         who: &Principal,
         partition: &Partition,
         query: FactQuery,
-    ) -> Result<Vec<Fact>, ServiceError> {
+        page: PageRequest,
+    ) -> Result<Page<Fact>, ServiceError> {
         authorize(who, partition, Operation::Read)?;
         let mut subjects: BTreeSet<String> = BTreeSet::new();
         if let Some(s) = &query.subject {
@@ -344,23 +346,25 @@ impl Engine {
             .filter(|f| query.history || f.holds_at(at))
             .collect();
         all.sort_by_key(|f| (f.created_at, f.id.clone()));
-        Ok(all)
+        Ok(page.of(all))
     }
 
     /// The open conflicts of the partition: current facts with the same subject and
     /// predicate, different objects and overlapping validity, whose predicate is not
     /// declared multi-valued (those coexist). Recall shows the same conflicts. A
     /// single-valued predicate supersedes on write, so its facts conflict only when they
-    /// were written before it was declared.
+    /// were written before it was declared. One page of them, by subject and predicate.
     pub async fn fact_conflicts(
         &self,
         who: &Principal,
         partition: &Partition,
-    ) -> Result<Vec<FactConflict>, ServiceError> {
+        page: PageRequest,
+    ) -> Result<Page<FactConflict>, ServiceError> {
         authorize(who, partition, Operation::Read)?;
         let multi_valued: HashSet<String> = self
-            .list_predicates(who, partition)
+            .list_predicates(who, partition, PageRequest::ALL)
             .await?
+            .items
             .into_iter()
             .filter(|p| p.cardinality == Cardinality::Multi)
             .map(|p| p.name)
@@ -402,7 +406,7 @@ impl Engine {
                 });
             }
         }
-        Ok(out)
+        Ok(page.of(out))
     }
 }
 

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::{check_name, check_text, origin};
-use crate::access::admit_write;
+use crate::access::{admit_write, Page, PageRequest};
 use crate::auth::{authorize, Principal};
 use crate::engine::Engine;
 use crate::error::ServiceError;
@@ -121,13 +121,15 @@ impl Engine {
         )
     }
 
-    /// The partition's preferences, optionally of one category, oldest first.
+    /// The partition's preferences, optionally of one category, oldest first; one page of
+    /// them.
     pub async fn list_preferences(
         &self,
         who: &Principal,
         partition: &Partition,
         category: Option<&str>,
-    ) -> Result<Vec<Preference>, ServiceError> {
+        page: PageRequest,
+    ) -> Result<Page<Preference>, ServiceError> {
         authorize(who, partition, Operation::Read)?;
         let mut all: Vec<Preference> = scan(
             self,
@@ -143,7 +145,7 @@ impl Engine {
         })
         .collect();
         all.sort_by_key(|p| (p.created_at, p.id.clone()));
-        Ok(all)
+        Ok(page.of(all))
     }
 }
 

@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 
 use super::entities::entity_of;
 use super::{check_name, origin, MAX_DEPTH};
-use crate::access::admit_write;
+use crate::access::{admit_write, Page, PageRequest};
 use crate::auth::{authorize, Principal};
 use crate::engine::Engine;
 use crate::error::ServiceError;
@@ -111,13 +111,15 @@ impl Engine {
         Ok(r)
     }
 
-    /// The relationships touching an entity (either end), or all of the partition.
+    /// The relationships touching an entity (either end), or all of the partition, oldest
+    /// first; one page of them.
     pub async fn list_relationships(
         &self,
         who: &Principal,
         partition: &Partition,
         entity_id: Option<&str>,
-    ) -> Result<Vec<Relationship>, ServiceError> {
+        page: PageRequest,
+    ) -> Result<Page<Relationship>, ServiceError> {
         authorize(who, partition, Operation::Read)?;
         let key = entity_id.map(key::entity);
         let mut out: Vec<Relationship> = scan(self, partition, PointKind::Relationship, key)
@@ -129,7 +131,7 @@ impl Engine {
             })
             .collect();
         out.sort_by_key(|r| (r.created_at, r.id.clone()));
-        Ok(out)
+        Ok(page.of(out))
     }
 
     /// The entities reachable from `entity_id` over relationships in either direction,
