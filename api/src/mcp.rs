@@ -12,7 +12,8 @@
 //!
 //! Like the HTTP handlers, a tool only translates: its arguments (MCP-side structs that
 //! carry the JSON Schema a model sees) become the service's request types, and it calls one
-//! operation of [`Engine`] (`cairn_service::ops`), which validates, authorizes and writes.
+//! operation of [`Engine`] (in the service's module of its domain), which validates,
+//! authorizes and writes.
 //! A [`ServiceError`] becomes a tool error result (`isError: true`) whose text starts with
 //! the stable code (`not_found: ...`) and whose structured content is
 //! `{"error": {"code", "message", "hint"?}}`, the HTTP API's error shape.
@@ -28,7 +29,7 @@ use axum::Router;
 use cairn_models::grant::GrantStatus;
 use cairn_models::pack::TurnMode;
 use cairn_models::scope::DEFAULT_COMPONENT;
-use cairn_models::{Scope, Timestamp};
+use cairn_models::Scope;
 use cairn_service::candidates::CandidateRequest;
 use cairn_service::documents::{DocumentBody, DocumentList};
 use cairn_service::knowledge::{EntityRequest, FactQuery, FactRequest, PreferenceRequest};
@@ -36,7 +37,7 @@ use cairn_service::messages::PostedMessage;
 use cairn_service::reasoning::RecordTraceRequest;
 use cairn_service::recall::{ForgetRequest, RecallBody};
 use cairn_service::turns::{CompleteRequest, PrepareRequest};
-use cairn_service::{ops, Engine, Principal, ServiceError};
+use cairn_service::{access, Engine, PageRequest, Principal, ServiceError};
 use rmcp::handler::server::tool::{schema_for_input, schema_for_type};
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use rmcp::service::RequestContext;
@@ -293,66 +294,6 @@ fn list_or_none(items: &[String]) -> String {
     }
 }
 
-/// Arguments of `add_fact`.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AddFactArgs {
-    pub scope: Scope,
-    /// Who or what the fact is about ("Alice Johnson").
-    pub subject: String,
-    /// The relation, e.g. `works_at`, `lives_in` (compared case- and spelling-insensitively).
-    pub predicate: String,
-    /// The value ("Acme Corp").
-    pub object: String,
-    /// Since when it holds (RFC 3339 or Unix epoch milliseconds).
-    #[serde(default)]
-    pub valid_from: Option<Timestamp>,
-    /// Until when it holds, exclusive.
-    #[serde(default)]
-    pub valid_until: Option<Timestamp>,
-    /// Your confidence, 0 to 1 (default 1).
-    #[serde(default)]
-    pub confidence: Option<f64>,
-    /// What it rests on: doc:, msg:, evt: or fact: refs stored in the scope (e.g. the
-    /// citations of a recall).
-    #[serde(default)]
-    pub evidence_refs: Vec<String>,
-    /// Replace the current value of this subject and predicate (e.g. the user moved). Without
-    /// it a different value stands beside the old one as an open conflict.
-    #[serde(default)]
-    pub supersede: bool,
-}
-
-/// Arguments of `add_preference`.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AddPreferenceArgs {
-    pub scope: Scope,
-    /// e.g. `communication`, `food`, `language`.
-    pub category: String,
-    /// The preference in the user's terms ("prefers email over phone calls").
-    pub preference: String,
-    /// When it applies ("at work").
-    #[serde(default)]
-    pub context: Option<String>,
-}
-
-/// Arguments of `add_entity`.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AddEntityArgs {
-    pub scope: Scope,
-    pub name: String,
-    /// `person`, `organization`, `location`, `event`, `object` or `other`.
-    #[serde(rename = "type")]
-    pub entity_type: String,
-    #[serde(default)]
-    pub description: Option<String>,
-    /// Other names it goes by.
-    #[serde(default)]
-    pub aliases: Vec<String>,
-}
-
 /// Arguments of `list_facts`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -484,7 +425,7 @@ impl CairnMcp {
     #[tool(
         name = "add_fact",
         description = "Store a fact the user stated or confirmed: subject, predicate, object (\"Alice\" works_at \"Acme\"), optionally with validity (valid_from / valid_until), confidence and evidence refs. The same fact again is the same record. A different object for the same subject and predicate either replaces the current one (supersede: true, e.g. the user moved; the old fact is kept as history) or stands beside it as an open conflict that recall shows until someone resolves it. Returns the fact (fact:<id>), what it superseded and what it conflicts with. Needs the write_knowledge grant; inferred facts should go through propose_memory instead.",
-        input_schema = input_schema::<AddFactArgs>(),
+        input_schema = input_schema::<FactRequest>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn add_fact(&self, args: JsonObject, ctx: RequestContext<RoleServer>) -> CallToolResult {
@@ -494,7 +435,7 @@ impl CairnMcp {
     #[tool(
         name = "add_preference",
         description = "Store a preference of the user (category, the preference in their words, optional context). The same category and text again is the same record. Recall shows relevant preferences with their citation (pref:<id>). Needs the write_knowledge grant.",
-        input_schema = input_schema::<AddPreferenceArgs>(),
+        input_schema = input_schema::<PreferenceRequest>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn add_preference(
@@ -508,7 +449,7 @@ impl CairnMcp {
     #[tool(
         name = "add_entity",
         description = "Store a person, organization, location, event or object the user's memory should know, with a description and aliases. The same name and type again enriches the same entity (ent:<id>). Entities are found by name, alias or meaning and cited in recall. Needs the write_knowledge grant.",
-        input_schema = input_schema::<AddEntityArgs>(),
+        input_schema = input_schema::<EntityRequest>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn add_entity(
@@ -690,10 +631,12 @@ impl CairnMcp {
     ) -> Result<CallToolResult, ServiceError> {
         let who = self.principal(ctx).await?;
         let args: ListDocumentsArgs = parse(args)?;
-        let partition = ops::partition(&args.tenant, &args.user, &args.namespace)?;
-        let all = self.engine.list_documents(&who, &partition).await?;
-        let total = all.len();
-        let documents = ops::page(all, args.offset, args.limit);
+        let partition = access::partition(&args.tenant, &args.user, &args.namespace)?;
+        let page = self
+            .engine
+            .list_documents(&who, &partition, PageRequest::new(args.offset, args.limit))
+            .await?;
+        let (documents, total) = (page.items, page.total);
         let mut text = format!(
             "{} of {total} documents in {}/{}/{}.",
             documents.len(),
@@ -745,19 +688,7 @@ impl CairnMcp {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ServiceError> {
         let who = self.principal(ctx).await?;
-        let args: AddFactArgs = parse(args)?;
-        let request = FactRequest {
-            scope: args.scope,
-            subject: args.subject,
-            predicate: args.predicate,
-            object: args.object,
-            valid_from: args.valid_from,
-            valid_until: args.valid_until,
-            confidence: args.confidence,
-            evidence_refs: args.evidence_refs,
-            supersede: args.supersede,
-            trust_origin: None,
-        };
+        let request: FactRequest = parse(args)?;
         let out = self.engine.add_fact(&who, request).await?;
         let f = &out.fact;
         let mut text = format!(
@@ -790,20 +721,8 @@ impl CairnMcp {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ServiceError> {
         let who = self.principal(ctx).await?;
-        let args: AddPreferenceArgs = parse(args)?;
-        let p = self
-            .engine
-            .add_preference(
-                &who,
-                PreferenceRequest {
-                    scope: args.scope,
-                    category: args.category,
-                    preference: args.preference,
-                    context: args.context,
-                    trust_origin: None,
-                },
-            )
-            .await?;
+        let request: PreferenceRequest = parse(args)?;
+        let p = self.engine.add_preference(&who, request).await?;
         done(format!("Stored pref:{}: {}", p.id, p.text()), &p)
     }
 
@@ -813,22 +732,8 @@ impl CairnMcp {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ServiceError> {
         let who = self.principal(ctx).await?;
-        let args: AddEntityArgs = parse(args)?;
-        let e = self
-            .engine
-            .add_entity(
-                &who,
-                EntityRequest {
-                    scope: args.scope,
-                    name: args.name,
-                    entity_type: args.entity_type,
-                    subtype: None,
-                    description: args.description,
-                    aliases: args.aliases,
-                    trust_origin: None,
-                },
-            )
-            .await?;
+        let request: EntityRequest = parse(args)?;
+        let e = self.engine.add_entity(&who, request).await?;
         done(format!("Stored ent:{}: {}", e.id, e.text()), &e)
     }
 
@@ -839,7 +744,7 @@ impl CairnMcp {
     ) -> Result<CallToolResult, ServiceError> {
         let who = self.principal(ctx).await?;
         let args: ListFactsArgs = parse(args)?;
-        let partition = ops::partition(&args.tenant, &args.user, &args.namespace)?;
+        let partition = access::partition(&args.tenant, &args.user, &args.namespace)?;
         let facts = self
             .engine
             .list_facts(
@@ -851,8 +756,10 @@ impl CairnMcp {
                     history: args.history,
                     ..FactQuery::default()
                 },
+                PageRequest::ALL,
             )
-            .await?;
+            .await?
+            .items;
         let mut text = format!("{} facts.", facts.len());
         for f in &facts {
             text.push_str(&format!(
@@ -897,7 +804,7 @@ impl CairnMcp {
     ) -> Result<CallToolResult, ServiceError> {
         let who = self.principal(ctx).await?;
         let args: SimilarTracesArgs = parse(args)?;
-        let partition = ops::partition(&args.tenant, &args.user, &args.namespace)?;
+        let partition = access::partition(&args.tenant, &args.user, &args.namespace)?;
         let hits = self
             .engine
             .similar_traces(

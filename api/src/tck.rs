@@ -44,7 +44,7 @@ use cairn_service::messages::MessageView;
 use cairn_service::reasoning::{
     CompleteTraceRequest, StepRequest, StepView, ToolCallRequest, TraceRequest, TraceView,
 };
-use cairn_service::{Engine, Principal, ServiceError};
+use cairn_service::{Engine, PageRequest, Principal, ServiceError};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -403,10 +403,15 @@ async fn get_conversation(b: &Bridge, req: GetConversation) -> Answer {
     let partition = b.partition();
     let mut messages = match b
         .engine
-        .conversation(&Principal::Local, &partition, &req.session_id)
+        .conversation(
+            &Principal::Local,
+            &partition,
+            &req.session_id,
+            PageRequest::ALL,
+        )
         .await
     {
-        Ok(m) => m,
+        Ok(m) => m.items,
         Err(e) if not_found(&e) => Vec::new(),
         Err(e) => return Err(e.into()),
     };
@@ -470,8 +475,9 @@ struct ListSessions {
 async fn list_sessions(b: &Bridge, req: ListSessions) -> Answer {
     let mut sessions = b
         .engine
-        .conversations(&Principal::Local, &b.partition())
-        .await?;
+        .conversations(&Principal::Local, &b.partition(), PageRequest::ALL)
+        .await?
+        .items;
     if let Some(limit) = req.limit {
         sessions.truncate(limit);
     }
@@ -888,9 +894,14 @@ struct ListTraces {
 async fn list_traces(b: &Bridge, req: ListTraces) -> Answer {
     let traces = b
         .engine
-        .list_traces(&Principal::Local, &b.partition(), req.session_id.as_deref())
-        .await?;
-    let traces = cairn_service::ops::page(traces, None, req.limit);
+        .list_traces(
+            &Principal::Local,
+            &b.partition(),
+            req.session_id.as_deref(),
+            PageRequest::new(None, req.limit),
+        )
+        .await?
+        .items;
     ok(json!(traces
         .iter()
         .map(|t| trace(t, &[]))
@@ -1004,8 +1015,9 @@ async fn list_conversations(b: &Bridge, req: Limit) -> Answer {
     let partition = b.partition();
     let mut all = b
         .engine
-        .conversations(&Principal::Local, &partition)
-        .await?;
+        .conversations(&Principal::Local, &partition, PageRequest::ALL)
+        .await?
+        .items;
     if let Some(limit) = req.limit {
         all.truncate(limit);
     }
@@ -1029,10 +1041,15 @@ struct ConversationId {
 async fn messages_of(b: &Bridge, conversation: &str) -> Result<Vec<MessageView>, BridgeError> {
     match b
         .engine
-        .conversation(&Principal::Local, &b.partition(), conversation)
+        .conversation(
+            &Principal::Local,
+            &b.partition(),
+            conversation,
+            PageRequest::ALL,
+        )
         .await
     {
-        Ok(m) => Ok(m),
+        Ok(m) => Ok(m.items),
         Err(e) if not_found(&e) => Ok(Vec::new()),
         Err(e) => Err(e.into()),
     }
@@ -1141,9 +1158,10 @@ async fn list_entities(b: &Bridge, req: ListEntities) -> Answer {
             &Principal::Local,
             &b.partition(),
             req.entity_type.as_deref(),
+            PageRequest::new(None, req.limit),
         )
-        .await?;
-    let all = cairn_service::ops::page(all, None, req.limit);
+        .await?
+        .items;
     ok(json!(all.iter().map(entity).collect::<Vec<_>>()))
 }
 
@@ -1183,12 +1201,14 @@ async fn get_entity_graph(b: &Bridge) -> Answer {
     let partition = b.partition();
     let nodes = b
         .engine
-        .list_entities(&Principal::Local, &partition, None)
-        .await?;
+        .list_entities(&Principal::Local, &partition, None, PageRequest::ALL)
+        .await?
+        .items;
     let edges = b
         .engine
-        .list_relationships(&Principal::Local, &partition, None)
-        .await?;
+        .list_relationships(&Principal::Local, &partition, None, PageRequest::ALL)
+        .await?
+        .items;
     ok(json!({
         "nodes": nodes.iter().map(|e| json!({
             "id": e.id,

@@ -11,9 +11,8 @@ use cairn_service::knowledge::{
     EntityRequest, FactQuery, FactRequest, MergeRequest, PredicateRequest, PreferenceRequest,
     RelationshipRequest,
 };
-use cairn_service::ops::page;
 use cairn_service::recall::ForgetRequest;
-use cairn_service::{Engine, Principal};
+use cairn_service::{Engine, PageRequest, Principal};
 use clap::{Subcommand, ValueEnum};
 use serde::Serialize;
 
@@ -376,9 +375,14 @@ pub async fn entities(
             limit,
         } => {
             let all = engine
-                .list_entities(&WHO, &partition, entity_type.as_deref())
-                .await?;
-            let all = page(all, offset, limit);
+                .list_entities(
+                    &WHO,
+                    &partition,
+                    entity_type.as_deref(),
+                    PageRequest::new(offset, limit),
+                )
+                .await?
+                .items;
             emit(json, &all, || {
                 lines(
                     &all,
@@ -585,9 +589,10 @@ pub async fn facts(engine: &Engine, scope: &Scope, json: bool, cmd: FactsCommand
                         history,
                         at: None,
                     },
+                    PageRequest::new(offset, limit),
                 )
-                .await?;
-            let all = page(all, offset, limit);
+                .await?
+                .items;
             emit(json, &all, || lines(&all, "no facts", fact_line))
         }
         FactsCommand::Show { id } => {
@@ -618,7 +623,10 @@ pub async fn facts(engine: &Engine, scope: &Scope, json: bool, cmd: FactsCommand
             })
         }
         FactsCommand::Conflicts => {
-            let all = engine.fact_conflicts(&WHO, &partition).await?;
+            let all = engine
+                .fact_conflicts(&WHO, &partition, PageRequest::ALL)
+                .await?
+                .items;
             emit(json, &all, || {
                 lines(&all, "no open conflicts", |c| {
                     let mut s = format!(
@@ -696,9 +704,14 @@ pub async fn prefs(engine: &Engine, scope: &Scope, json: bool, cmd: PrefsCommand
             limit,
         } => {
             let all = engine
-                .list_preferences(&WHO, &partition, category.as_deref())
-                .await?;
-            let all = page(all, offset, limit);
+                .list_preferences(
+                    &WHO,
+                    &partition,
+                    category.as_deref(),
+                    PageRequest::new(offset, limit),
+                )
+                .await?
+                .items;
             emit(json, &all, || lines(&all, "no preferences", pref_line))
         }
         PrefsCommand::Search {
@@ -729,8 +742,10 @@ pub async fn traces(
     let partition = scope.partition();
     match cmd {
         TracesCommand::List { offset, limit } => {
-            let all = engine.list_traces(&WHO, &partition, session).await?;
-            let all = page(all, offset, limit);
+            let all = engine
+                .list_traces(&WHO, &partition, session, PageRequest::new(offset, limit))
+                .await?
+                .items;
             emit(json, &all, || lines(&all, "no traces", trace_line))
         }
         TracesCommand::Show { id } => {

@@ -13,7 +13,7 @@ use cairn_ingest::{parse_messages, DocStatus, DocumentInput, Progress};
 use cairn_models::pack::TurnMode;
 use cairn_models::Scope;
 use cairn_service::turns::PrepareRequest;
-use cairn_service::{Auth, Engine, Principal};
+use cairn_service::{Auth, Engine, PageRequest, Principal};
 use clap::{Args, Parser, Subcommand};
 
 mod bench;
@@ -878,8 +878,9 @@ async fn run(cli: Cli, app: App) -> Result<std::process::ExitCode> {
             let scope = cli.scope.scope()?;
             let engine = app.open_engine().await?;
             let docs = engine
-                .list_documents(&Principal::Local, &scope.partition())
-                .await?;
+                .list_documents(&Principal::Local, &scope.partition(), PageRequest::ALL)
+                .await?
+                .items;
             if json {
                 println!("{}", serde_json::to_string_pretty(&docs)?);
             } else if docs.is_empty() {

@@ -636,7 +636,11 @@ fn check_pack(f: &mut Vec<String>, e: &RecallExpect, pack: &MemoryPack, names: &
         }
     }
     let sources: Vec<&str> = pack.citations.iter().map(|c| c.source.as_str()).collect();
-    let refs: Vec<String> = pack.citations.iter().map(|c| c.reference.to_string()).collect();
+    let refs: Vec<String> = pack
+        .citations
+        .iter()
+        .map(|c| c.reference.to_string())
+        .collect();
     let refs: Vec<&str> = refs.iter().map(String::as_str).collect();
     let turns: Vec<&str> = pack
         .citations

@@ -166,8 +166,10 @@ pub struct MemoryPack {
     pub identity_scope: Partition,
     pub query: String,
     pub coverage: Coverage,
-    /// The score behind `coverage`.
+    /// The score behind `coverage` (always sent; the default only reads packs stored before
+    /// it existed).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub answerability: Answerability,
     /// Markdown for the prompt. Data, not instructions.
     pub context_markdown: String,

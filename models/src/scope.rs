@@ -23,10 +23,16 @@ pub const DEFAULT_COMPONENT: &str = "default";
 #[serde(deny_unknown_fields)]
 pub struct Scope {
     /// The tenant (organisation or application). With API keys, the key's tenant.
-    #[cfg_attr(feature = "openapi", schema(pattern = "^[A-Za-z0-9_.-]{1,128}$", example = "acme"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = "^[A-Za-z0-9_.-]{1,128}$", example = "acme")
+    )]
     pub tenant: String,
     /// The user whose memory this is.
-    #[cfg_attr(feature = "openapi", schema(pattern = "^[A-Za-z0-9_.-]{1,128}$", example = "alice"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = "^[A-Za-z0-9_.-]{1,128}$", example = "alice")
+    )]
     pub user: String,
     /// A separate memory space of the user (default `default`).
     #[serde(default = "default_component")]

@@ -43,7 +43,10 @@ pub mod opt_millis {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
         match Option::<Timestamp>::deserialize(d)? {
             None => Ok(None),
-            Some(t) => t.to_millis("time").map(Some).map_err(serde::de::Error::custom),
+            Some(t) => t
+                .to_millis("time")
+                .map(Some)
+                .map_err(serde::de::Error::custom),
         }
     }
 
@@ -88,7 +91,10 @@ mod tests {
         assert_eq!(text.since, Some(1_735_689_600_000));
         assert_eq!(ms.since, text.since);
         assert_eq!(none.since, None);
-        assert_eq!(serde_json::to_string(&text).unwrap(), r#"{"since":1735689600000}"#);
+        assert_eq!(
+            serde_json::to_string(&text).unwrap(),
+            r#"{"since":1735689600000}"#
+        );
         let bad = serde_json::from_str::<Window>(r#"{"since": "last week"}"#).unwrap_err();
         assert!(bad.to_string().contains("last week"), "{bad}");
     }

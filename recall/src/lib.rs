@@ -151,12 +151,18 @@ pub struct RecallFilters {
     /// held as epoch ms).
     #[serde(default, with = "cairn_models::time::opt_millis")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<cairn_models::Timestamp>))]
-    #[cfg_attr(feature = "jsonschema", schemars(with = "Option<cairn_models::Timestamp>"))]
+    #[cfg_attr(
+        feature = "jsonschema",
+        schemars(with = "Option<cairn_models::Timestamp>")
+    )]
     pub since: Option<i64>,
     /// Only memories at or before this time (inclusive; RFC 3339 or Unix epoch milliseconds).
     #[serde(default, with = "cairn_models::time::opt_millis")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<cairn_models::Timestamp>))]
-    #[cfg_attr(feature = "jsonschema", schemars(with = "Option<cairn_models::Timestamp>"))]
+    #[cfg_attr(
+        feature = "jsonschema",
+        schemars(with = "Option<cairn_models::Timestamp>")
+    )]
     pub until: Option<i64>,
     /// Only these kinds (at most 16); default all of them. A kind recall never searches is
     /// refused.

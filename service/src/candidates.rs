@@ -14,8 +14,10 @@
 //! the same record (the first proposal's confidence and metadata are kept).
 
 use cairn_models::failpoint;
+use cairn_models::grant::Operation;
 use cairn_models::ids::{candidate_id, candidate_record_id, memory_point_id, sha256_hex};
 use cairn_models::knowledge::{FactStatus, ProposedKnowledge};
+use cairn_models::limits;
 use cairn_models::scope::validate_component;
 use cairn_models::state::{CandidateState, MemoryState, RecordState};
 use cairn_models::{Partition, PointKind, Ref, Scope, StoredPoint, TrustOrigin};
@@ -23,6 +25,8 @@ use cairn_store::{Filter, UpsertPoint};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::access::{admit, Page, PageRequest};
+use crate::auth::{authorize, bind_agent, Principal};
 use crate::engine::Engine;
 use crate::error::ServiceError;
 use crate::evidence::exists;
@@ -54,7 +58,10 @@ pub struct CandidateRequest {
     /// At most 16 KiB serialized.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
-    #[cfg_attr(feature = "jsonschema", schemars(with = "Option<serde_json::Map<String, serde_json::Value>>"))]
+    #[cfg_attr(
+        feature = "jsonschema",
+        schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")
+    )]
     pub metadata: Option<serde_json::Value>,
     /// Structured knowledge the candidate proposes (`{"kind": "fact", subject, predicate,
     /// object, valid_from?, valid_until?}`, `{"kind": "preference", ...}` or
@@ -114,6 +121,57 @@ pub struct ProposeResponse {
     /// False when the same proposal was already stored (whatever its status now).
     pub created: bool,
     pub candidate: CandidateView,
+}
+
+impl Engine {
+    /// Proposes a candidate memory citing evidence (idempotent).
+    pub async fn propose(
+        &self,
+        who: &Principal,
+        req: CandidateRequest,
+    ) -> Result<ProposeResponse, ServiceError> {
+        let mut req = req;
+        bind_agent(who, &mut req.source_agent)?;
+        admit(who, &req.scope, Operation::Propose)?;
+        limits::check_metadata("metadata", req.metadata.as_ref())?;
+        limits::check_count("evidence_refs", req.evidence_refs.len(), MAX_EVIDENCE)?;
+        propose(self, req).await
+    }
+
+    /// The partition's candidates, optionally of one status, oldest first; one page of them.
+    pub async fn list_candidates(
+        &self,
+        who: &Principal,
+        partition: &Partition,
+        status: Option<CandidateStatus>,
+        page: PageRequest,
+    ) -> Result<Page<CandidateView>, ServiceError> {
+        authorize(who, partition, Operation::Read)?;
+        Ok(page.of(list(self, partition, status).await?))
+    }
+
+    /// One candidate.
+    pub async fn get_candidate(
+        &self,
+        who: &Principal,
+        partition: &Partition,
+        id: &str,
+    ) -> Result<CandidateView, ServiceError> {
+        authorize(who, partition, Operation::Read)?;
+        get(self, partition, id).await
+    }
+
+    /// Approves (`approve`) or rejects a candidate.
+    pub async fn decide(
+        &self,
+        who: &Principal,
+        id: &str,
+        req: DecisionRequest,
+        approve: bool,
+    ) -> Result<CandidateView, ServiceError> {
+        admit(who, &req.scope, Operation::DecideCandidates)?;
+        decide(self, &req.scope, id, approve, req.note).await
+    }
 }
 
 /// A stored candidate: its record and decoded state.

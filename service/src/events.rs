@@ -7,7 +7,9 @@
 //! agent, the content and the given time (if any), so posting the same event again lands
 //! on the same record (`created: false`).
 
+use cairn_models::grant::Operation;
 use cairn_models::ids::{event_id, event_record_id, sha256_hex};
+use cairn_models::limits;
 use cairn_models::scope::validate_component;
 use cairn_models::Timestamp;
 use cairn_models::{Partition, PointKind, Ref, Scope, StoredPoint, TrustOrigin};
@@ -15,6 +17,8 @@ use cairn_store::UpsertPoint;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::access::admit;
+use crate::auth::{authorize, bind_agent, Principal};
 use crate::engine::Engine;
 use crate::error::ServiceError;
 
@@ -63,6 +67,33 @@ pub struct EventView {
     pub session: String,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
+}
+
+impl Engine {
+    /// Stores a third-party event (idempotent).
+    pub async fn post_event(
+        &self,
+        who: &Principal,
+        req: EventRequest,
+    ) -> Result<EventReceipt, ServiceError> {
+        let mut req = req;
+        bind_agent(who, &mut req.source_agent)?;
+        admit(who, &req.scope, Operation::Propose)?;
+        limits::check_metadata("metadata", req.metadata.as_ref())?;
+        post_event(self, req).await
+    }
+
+    /// One event.
+    pub async fn get_event(
+        &self,
+        who: &Principal,
+        partition: &Partition,
+        id: &str,
+    ) -> Result<EventView, ServiceError> {
+        authorize(who, partition, Operation::Read)?;
+        validate_component("event_id", id)?;
+        get_event(self, partition, id).await
+    }
 }
 
 fn event_view(p: &StoredPoint) -> EventView {

@@ -1,4 +1,5 @@
-//! Forgetting: removing evidence and everything derived from it.
+//! Forgetting: removing evidence and everything derived from it ([`Engine::forget`] by a ref;
+//! deleting a document, a message or a conversation comes here too).
 //!
 //! Evidence is a document (all its chunks and versions' registry records), a message, a
 //! conversation, the messages of a turn, or an event. Derived from it: candidates whose
@@ -28,6 +29,7 @@
 use std::collections::{BTreeSet, HashSet};
 
 use cairn_ingest::catalog::{self, CommitGuard, DocumentEvidence};
+use cairn_models::grant::Operation;
 use cairn_models::ids::{event_record_id, forget_receipt_id, turn_record_id};
 use cairn_models::knowledge;
 use cairn_models::state::{ForgetState, RecordState};
@@ -36,12 +38,29 @@ use cairn_models::{
 };
 use cairn_store::{Filter, Hit, UpsertPoint};
 
+use crate::access::admit;
+use crate::auth::Principal;
 use crate::candidates::{self, CandidateStatus, Stored};
 use crate::engine::Engine;
 use crate::error::ServiceError;
 use crate::evidence::find_message;
+use crate::recall::ForgetRequest;
 
 pub use cairn_models::state::ForgetReport;
+
+impl Engine {
+    /// Forgets what a ref names (`doc:`, `msg:`, `conv:`, `turn:`, `evt:`, `cand:`, `mem:`)
+    /// and what derives from it.
+    pub async fn forget(
+        &self,
+        who: &Principal,
+        req: ForgetRequest,
+    ) -> Result<ForgetReport, ServiceError> {
+        admit(who, &req.scope, Operation::Forget)?;
+        let reference = Ref::parse_input(&req.reference)?;
+        forget(self, &req.scope.partition(), &reference, req.hard).await
+    }
+}
 
 /// The evidence a forget removes, for matching candidates' evidence refs. It describes the
 /// forgotten ref, not only what is still stored, so that a retry after a crash matches the

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::access::admit_write;
+use crate::access::{admit_write, Page, PageRequest};
 use crate::auth::{authorize, Principal};
 use crate::engine::Engine;
 use crate::error::ServiceError;
@@ -494,13 +494,15 @@ impl Engine {
         Ok(TraceView { trace, steps })
     }
 
-    /// Traces of the partition (or of one session), most recently started first.
+    /// Traces of the partition (or of one session), most recently started first; one page of
+    /// them.
     pub async fn list_traces(
         &self,
         who: &Principal,
         partition: &Partition,
         session: Option<&str>,
-    ) -> Result<Vec<Trace>, ServiceError> {
+        page: PageRequest,
+    ) -> Result<Page<Trace>, ServiceError> {
         authorize(who, partition, Operation::Read)?;
         let mut f = Filter::new().eq("kind", PointKind::Trace.as_str());
         if let Some(s) = session {
@@ -519,7 +521,7 @@ impl Engine {
                 .cmp(&a.started_at)
                 .then_with(|| a.id.cmp(&b.id))
         });
-        Ok(all)
+        Ok(page.of(all))
     }
 
     /// Per tool: calls, successes, failures (failure, error, timeout), success rate over

@@ -1,10 +1,15 @@
-//! Recall and forget requests. The operations are [`Engine`](crate::Engine) methods (`ops`).
+//! Recall: its request and operation ([`Engine::recall`]), and the request of forget (its
+//! operation is in `forget`).
 
-use cairn_models::{limits, Scope};
-use cairn_recall::RecallFilters;
+use cairn_models::grant::Operation;
+use cairn_models::{limits, MemoryPack, Scope};
+use cairn_recall::{RecallFilters, RecallRequest};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
+use crate::access::admit;
+use crate::auth::Principal;
+use crate::engine::Engine;
 use crate::error::ServiceError;
 
 /// `POST /v1/recall` body; the arguments of MCP's `recall`.
@@ -53,4 +58,25 @@ pub(crate) fn check_filters(filters: &RecallFilters) -> Result<(), ServiceError>
         limits::check_count("filters.kinds", k.len(), max)?;
     }
     Ok(())
+}
+
+impl Engine {
+    /// A token-budgeted MemoryPack for a query.
+    pub async fn recall(
+        &self,
+        who: &Principal,
+        req: RecallBody,
+    ) -> Result<MemoryPack, ServiceError> {
+        admit(who, &req.scope, Operation::Recall)?;
+        check_filters(&req.filters)?;
+        Ok(self
+            .recaller
+            .recall(&RecallRequest {
+                scope: req.scope,
+                query: req.query,
+                budget: req.token_budget,
+                filters: req.filters,
+            })
+            .await?)
+    }
 }

@@ -1,8 +1,12 @@
 //! The `agent-turn-v1` contract: `prepare` (recall before the model call, persists nothing)
-//! and `complete` (record the exact user and assistant messages, idempotently).
+//! and `complete` (record the exact user and assistant messages, idempotently): the requests,
+//! the operations ([`Engine::prepare_turn`], [`Engine::complete_turn`]) and their rules.
+
+use std::sync::Arc;
 
 use cairn_ingest::messages::{KeyedMessage, KeylessMessages};
 use cairn_ingest::{IngestError, MessageInput};
+use cairn_models::grant::Operation;
 use cairn_models::ids::{sha256_hex, turn_record_id};
 use cairn_models::limits;
 use cairn_models::pack::TurnMode;
@@ -15,8 +19,11 @@ use cairn_store::UpsertPoint;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::access::{admit, admit_write};
+use crate::auth::Principal;
 use crate::engine::Engine;
 use crate::error::ServiceError;
+use crate::recall::check_filters;
 
 /// `POST /v1/turns/prepare` body; the arguments of MCP's `prepare_turn`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -66,6 +73,35 @@ pub struct CompleteRequest {
 
 pub use cairn_models::state::TurnReceipt;
 
+impl Engine {
+    /// `agent-turn-v1` prepare: recall before the model call (persists nothing).
+    pub async fn prepare_turn(
+        &self,
+        who: &Principal,
+        req: PrepareRequest,
+    ) -> Result<TurnEnvelope, ServiceError> {
+        admit(who, &req.scope, Operation::Recall)?;
+        check_filters(&req.filters)?;
+        prepare(self, req).await
+    }
+
+    /// `agent-turn-v1` complete: records the exact user and assistant messages, idempotently.
+    pub async fn complete_turn(
+        self: &Arc<Self>,
+        who: &Principal,
+        turn_id: &str,
+        req: CompleteRequest,
+    ) -> Result<TurnReceipt, ServiceError> {
+        let mut req = req;
+        admit_write(who, &mut req.scope, Operation::CompleteTurn)?;
+        let receipt = complete(self, turn_id, req).await?;
+        // Replays write nothing; counting them as two messages only brings an index build
+        // slightly forward.
+        self.note_written(2);
+        Ok(receipt)
+    }
+}
+
 /// Longest ref in `refers_to`, in bytes (a `msg:` ref with a 128-character conversation id
 /// is under 160).
 const MAX_REF_BYTES: usize = 256;
@@ -96,7 +132,11 @@ pub(crate) async fn prepare(
             filters: req.filters,
         })
         .await?;
-    let refs = pack.citations.iter().map(|c| c.reference.to_string()).collect();
+    let refs = pack
+        .citations
+        .iter()
+        .map(|c| c.reference.to_string())
+        .collect();
     engine
         .prepared
         .lock()

@@ -1,11 +1,11 @@
 //! Third-party events and candidate memories.
 
 use axum::extract::{Path, State};
+use cairn_service::access::{partition, PageRequest};
 use cairn_service::candidates::{
     CandidateRequest, CandidateStatus, CandidateView, DecisionRequest, ProposeResponse,
 };
 use cairn_service::events::{EventReceipt, EventRequest, EventView};
-use cairn_service::ops::{page, partition};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -132,14 +132,18 @@ async fn list_candidates(
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
     let who = caller.principal().clone();
-    let all = state
+    let page = state
         .engine
-        .list_candidates(&who, &partition, q.status)
+        .list_candidates(
+            &who,
+            &partition,
+            q.status,
+            PageRequest::new(q.offset, q.limit),
+        )
         .await?;
-    let total = all.len();
     Ok(Json(CandidateList {
-        candidates: page(all, q.offset, q.limit),
-        total,
+        candidates: page.items,
+        total: page.total,
     }))
 }
 

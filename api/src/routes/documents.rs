@@ -173,14 +173,13 @@ async fn list_documents(
 ) -> Result<Json<DocumentList>, ApiError> {
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
-    let all = state
+    let page = state
         .engine
-        .list_documents(&caller.principal().clone(), &partition)
+        .list_documents(&caller.principal().clone(), &partition, q.page())
         .await?;
-    let total = all.len();
     Ok(Json(DocumentList {
-        documents: q.page(all),
-        total,
+        documents: page.items,
+        total: page.total,
     }))
 }
 
@@ -223,12 +222,14 @@ async fn document_chunks(
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
     let who = caller.principal().clone();
-    let all = state.engine.document_chunks(&who, &partition, &id).await?;
-    let total = all.len();
+    let page = state
+        .engine
+        .document_chunks(&who, &partition, &id, q.page())
+        .await?;
     Ok(Json(ChunkList {
         doc_id: id,
-        chunks: q.page(all),
-        total,
+        chunks: page.items,
+        total: page.total,
     }))
 }
 

@@ -3,11 +3,11 @@
 
 use axum::extract::{Path, State};
 use cairn_models::knowledge::{Entity, Fact, Predicate, Preference, Relationship};
+use cairn_service::access::{partition, PageRequest};
 use cairn_service::knowledge::{
     EntityRequest, FactConflict, FactOutcome, FactQuery, FactRequest, MergeRequest,
     PredicateRequest, PreferenceRequest, RelatedEntity, RelationshipRequest, Scored,
 };
-use cairn_service::ops::partition;
 use cairn_service::suggestions::{SuggestRequest, Suggestion};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -305,14 +305,18 @@ async fn list_entities(
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
     let who = caller.principal().clone();
-    let all = state
+    let page = state
         .engine
-        .list_entities(&who, &partition, q.entity_type.as_deref())
+        .list_entities(
+            &who,
+            &partition,
+            q.entity_type.as_deref(),
+            PageRequest::new(q.offset, q.limit),
+        )
         .await?;
-    let total = all.len();
     Ok(Json(EntityList {
-        entities: cairn_service::ops::page(all, q.offset, q.limit),
-        total,
+        entities: page.items,
+        total: page.total,
     }))
 }
 
@@ -484,14 +488,13 @@ async fn entity_relationships(
     let partition = q.partition()?;
     let who = caller.principal().clone();
     state.engine.get_entity(&who, &partition, &id).await?;
-    let all = state
+    let page = state
         .engine
-        .list_relationships(&who, &partition, Some(&id))
+        .list_relationships(&who, &partition, Some(&id), q.page())
         .await?;
-    let total = all.len();
     Ok(Json(RelationshipList {
-        relationships: q.page(all),
-        total,
+        relationships: page.items,
+        total: page.total,
     }))
 }
 
@@ -526,14 +529,18 @@ async fn list_relationships(
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
     let who = caller.principal().clone();
-    let all = state
+    let page = state
         .engine
-        .list_relationships(&who, &partition, q.entity_id.as_deref())
+        .list_relationships(
+            &who,
+            &partition,
+            q.entity_id.as_deref(),
+            PageRequest::new(q.offset, q.limit),
+        )
         .await?;
-    let total = all.len();
     Ok(Json(RelationshipList {
-        relationships: cairn_service::ops::page(all, q.offset, q.limit),
-        total,
+        relationships: page.items,
+        total: page.total,
     }))
 }
 
@@ -563,14 +570,18 @@ async fn list_preferences(
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
     let who = caller.principal().clone();
-    let all = state
+    let page = state
         .engine
-        .list_preferences(&who, &partition, q.category.as_deref())
+        .list_preferences(
+            &who,
+            &partition,
+            q.category.as_deref(),
+            PageRequest::new(q.offset, q.limit),
+        )
         .await?;
-    let total = all.len();
     Ok(Json(PreferenceList {
-        preferences: cairn_service::ops::page(all, q.offset, q.limit),
-        total,
+        preferences: page.items,
+        total: page.total,
     }))
 }
 
@@ -642,11 +653,13 @@ async fn list_facts(
         history: q.history,
         at: q.at,
     };
-    let all = state.engine.list_facts(&who, &partition, query).await?;
-    let total = all.len();
+    let page = state
+        .engine
+        .list_facts(&who, &partition, query, PageRequest::new(q.offset, q.limit))
+        .await?;
     Ok(Json(FactList {
-        facts: cairn_service::ops::page(all, q.offset, q.limit),
-        total,
+        facts: page.items,
+        total: page.total,
     }))
 }
 
@@ -664,11 +677,13 @@ async fn fact_conflicts(
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
     let who = caller.principal().clone();
-    let all = state.engine.fact_conflicts(&who, &partition).await?;
-    let total = all.len();
+    let page = state
+        .engine
+        .fact_conflicts(&who, &partition, q.page())
+        .await?;
     Ok(Json(FactConflictList {
-        conflicts: q.page(all),
-        total,
+        conflicts: page.items,
+        total: page.total,
     }))
 }
 
@@ -718,10 +733,12 @@ async fn list_predicates(
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
     let who = caller.principal().clone();
-    let all = state.engine.list_predicates(&who, &partition).await?;
-    let total = all.len();
+    let page = state
+        .engine
+        .list_predicates(&who, &partition, q.page())
+        .await?;
     Ok(Json(PredicateList {
-        predicates: q.page(all),
-        total,
+        predicates: page.items,
+        total: page.total,
     }))
 }

@@ -2,11 +2,11 @@
 
 use axum::extract::{Path, State};
 use cairn_ingest::messages::KeyedMessage;
+use cairn_service::access::partition;
 use cairn_service::forget::ForgetReport;
 use cairn_service::messages::{
     ConversationList, ConversationPage, MessageHit, MessageView, MessagesBody, MessagesResponse,
 };
-use cairn_service::ops::partition;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -149,11 +149,13 @@ async fn list_conversations(
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
     let who = caller.principal().clone();
-    let all = state.engine.conversations(&who, &partition).await?;
-    let total = all.len();
+    let page = state
+        .engine
+        .conversations(&who, &partition, q.page())
+        .await?;
     Ok(Json(ConversationList {
-        conversations: q.page(all),
-        total,
+        conversations: page.items,
+        total: page.total,
     }))
 }
 
@@ -174,12 +176,14 @@ async fn list_conversation(
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = q.partition()?;
     let who = caller.principal().clone();
-    let all = state.engine.conversation(&who, &partition, &id).await?;
-    let total = all.len();
+    let page = state
+        .engine
+        .conversation(&who, &partition, &id, q.page())
+        .await?;
     Ok(Json(ConversationPage {
         conversation_id: id,
-        messages: q.page(all),
-        total,
+        messages: page.items,
+        total: page.total,
     }))
 }
 

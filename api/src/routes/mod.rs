@@ -197,21 +197,21 @@ fn default_ns() -> String {
 
 impl ScopeQuery {
     fn partition(&self) -> Result<Partition, ApiError> {
-        Ok(cairn_service::ops::partition(
+        Ok(cairn_service::access::partition(
             &self.tenant,
             &self.user,
             &self.namespace,
         )?)
     }
 
-    fn page<T>(&self, items: Vec<T>) -> Vec<T> {
-        cairn_service::ops::page(items, self.offset, self.limit)
+    fn page(&self) -> cairn_service::PageRequest {
+        cairn_service::PageRequest::new(self.offset, self.limit)
     }
 }
 
 impl DeleteQuery {
     fn partition(&self) -> Result<Partition, ApiError> {
-        Ok(cairn_service::ops::partition(
+        Ok(cairn_service::access::partition(
             &self.tenant,
             &self.user,
             &self.namespace,

@@ -3,8 +3,8 @@
 
 use axum::extract::{Path, State};
 use cairn_models::knowledge::{Step, ToolCall, Trace};
+use cairn_service::access::{partition, PageRequest};
 use cairn_service::knowledge::Scored;
-use cairn_service::ops::partition;
 use cairn_service::reasoning::{
     CompleteTraceRequest, StepRequest, ToolCallRequest, ToolStats, TraceRequest, TraceView,
 };
@@ -227,14 +227,18 @@ async fn list_traces(
     let axum::extract::Query(q) = query.map_err(query_error)?;
     let partition = partition(&q.tenant, &q.user, &q.namespace)?;
     let who = caller.principal().clone();
-    let all = state
+    let page = state
         .engine
-        .list_traces(&who, &partition, q.session.as_deref())
+        .list_traces(
+            &who,
+            &partition,
+            q.session.as_deref(),
+            PageRequest::new(q.offset, q.limit),
+        )
         .await?;
-    let total = all.len();
     Ok(Json(TraceList {
-        traces: cairn_service::ops::page(all, q.offset, q.limit),
-        total,
+        traces: page.items,
+        total: page.total,
     }))
 }
 

@@ -33,7 +33,7 @@ use cairn_service::knowledge::{
     EntityRequest, FactQuery, FactRequest, PredicateRequest, PreferenceRequest,
 };
 use cairn_service::reasoning::{RecordTraceRequest, RecordedStep};
-use cairn_service::{Engine, Principal, ServiceError};
+use cairn_service::{Engine, PageRequest, Principal, ServiceError};
 use serde::Deserialize;
 
 use super::{check, check_error};
@@ -412,8 +412,9 @@ pub(crate) async fn fact_conflicts(
     f: &mut Vec<String>,
 ) {
     let r = engine
-        .fact_conflicts(&Principal::Local, &scope.partition())
-        .await;
+        .fact_conflicts(&Principal::Local, &scope.partition(), PageRequest::ALL)
+        .await
+        .map(|p| p.items);
     let Some(conflicts) = outcome(f, None, r) else {
         return;
     };
@@ -505,8 +506,10 @@ pub(crate) async fn list_facts(
                 history: s.history,
                 ..FactQuery::default()
             },
+            PageRequest::ALL,
         )
-        .await;
+        .await
+        .map(|p| p.items);
     let Some(facts) = outcome(f, s.expect.error.as_ref(), r) else {
         return;
     };

@@ -417,7 +417,11 @@ fn knowledge_snapshot() {
         pack.token_count,
         e.tokenizer().count(&pack.context_markdown)
     );
-    let refs: Vec<String> = pack.citations.iter().map(|c| c.reference.to_string()).collect();
+    let refs: Vec<String> = pack
+        .citations
+        .iter()
+        .map(|c| c.reference.to_string())
+        .collect();
     let refs: Vec<&str> = refs.iter().map(String::as_str).collect();
     assert_eq!(
         refs,

@@ -28,7 +28,7 @@ use cairn_service::reasoning::{
     CompleteTraceRequest, StepRequest, ToolCallRequest, ToolStats, TraceRequest,
 };
 use cairn_service::recall::{ForgetRequest, RecallBody};
-use cairn_service::{Auth, Engine, Principal, ServiceError};
+use cairn_service::{Auth, Engine, PageRequest, Principal, ServiceError};
 use tempfile::TempDir;
 
 const DAY: i64 = 86_400_000;
@@ -220,7 +220,10 @@ async fn messages(e: &Arc<Engine>, sc: &Scope, conv: &str, texts: &[&str]) -> Ve
 }
 
 async fn facts(e: &Engine, p: &Partition, query: FactQuery) -> Vec<Fact> {
-    e.list_facts(&LOCAL, p, query).await.unwrap()
+    e.list_facts(&LOCAL, p, query, PageRequest::ALL)
+        .await
+        .unwrap()
+        .items
 }
 
 fn ids<'a>(facts: impl IntoIterator<Item = &'a Fact>) -> BTreeSet<String> {
@@ -262,7 +265,11 @@ async fn undeclared_predicates_conflict_and_supersede_on_request() {
     assert!(beta.superseded.is_empty());
     let current = facts(e, &p, about("Alice")).await;
     assert_eq!(ids(&current), ids([&acme.fact, &beta.fact]));
-    let conflicts = e.fact_conflicts(&LOCAL, &p).await.unwrap();
+    let conflicts = e
+        .fact_conflicts(&LOCAL, &p, PageRequest::ALL)
+        .await
+        .unwrap()
+        .items;
     assert_eq!(conflicts.len(), 1, "{conflicts:?}");
     assert_eq!(conflicts[0].subject, "alice");
     assert_eq!(conflicts[0].predicate, "works_at");
@@ -295,7 +302,12 @@ async fn undeclared_predicates_conflict_and_supersede_on_request() {
     assert_eq!(ids(&current), ids([&gamma.fact]));
     let all = facts(e, &p, history()).await;
     assert_eq!(all.len(), 3, "history keeps superseded facts");
-    assert!(e.fact_conflicts(&LOCAL, &p).await.unwrap().is_empty());
+    assert!(e
+        .fact_conflicts(&LOCAL, &p, PageRequest::ALL)
+        .await
+        .unwrap()
+        .items
+        .is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -307,9 +319,10 @@ async fn declared_predicates_supersede_or_coexist() {
     declare(e, &sc, "Lives in", Cardinality::Single).await;
     declare(e, &sc, "likes", Cardinality::Multi).await;
     let names: Vec<String> = e
-        .list_predicates(&LOCAL, &p)
+        .list_predicates(&LOCAL, &p, PageRequest::ALL)
         .await
         .unwrap()
+        .items
         .into_iter()
         .map(|p| p.name)
         .collect();
@@ -339,7 +352,12 @@ async fn declared_predicates_supersede_or_coexist() {
     )
     .await;
     assert_eq!(ids(&likes), ids([&tea.fact, &coffee.fact]));
-    assert!(e.fact_conflicts(&LOCAL, &p).await.unwrap().is_empty());
+    assert!(e
+        .fact_conflicts(&LOCAL, &p, PageRequest::ALL)
+        .await
+        .unwrap()
+        .items
+        .is_empty());
 
     // Re-asserting the superseded object makes it current again, and (single-valued) it
     // supersedes the one that replaced it: the latest write is what holds.
@@ -372,7 +390,11 @@ async fn declared_predicates_supersede_or_coexist() {
     add_fact(e, &sc, "Carl", "employer", "Acme").await;
     add_fact(e, &sc, "Carl", "employer", "Beta").await;
     declare(e, &sc, "employer", Cardinality::Single).await;
-    let open = e.fact_conflicts(&LOCAL, &p).await.unwrap();
+    let open = e
+        .fact_conflicts(&LOCAL, &p, PageRequest::ALL)
+        .await
+        .unwrap()
+        .items;
     assert_eq!(open.len(), 1, "{open:?}");
     assert_eq!(
         (open[0].subject.as_str(), open[0].predicate.as_str()),
@@ -380,7 +402,12 @@ async fn declared_predicates_supersede_or_coexist() {
     );
     let gamma = add_fact(e, &sc, "Carl", "employer", "Gamma").await;
     assert_eq!(gamma.superseded.len(), 2);
-    assert!(e.fact_conflicts(&LOCAL, &p).await.unwrap().is_empty());
+    assert!(e
+        .fact_conflicts(&LOCAL, &p, PageRequest::ALL)
+        .await
+        .unwrap()
+        .items
+        .is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -438,7 +465,14 @@ async fn the_same_triple_is_one_fact_and_a_superseded_one_can_come_back() {
     assert_eq!(back.fact.evidence_refs.len(), 2, "its evidence is kept");
     let current = facts(e, &p, FactQuery::default()).await;
     assert_eq!(ids(&current), ids([&back.fact, &beta.fact]));
-    assert_eq!(e.fact_conflicts(&LOCAL, &p).await.unwrap().len(), 1);
+    assert_eq!(
+        e.fact_conflicts(&LOCAL, &p, PageRequest::ALL)
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -505,7 +539,12 @@ async fn validity_windows_decide_what_holds_and_what_conflicts() {
     req.valid_from = Some((t - 5 * DAY).into());
     let new = e.add_fact(&LOCAL, req).await.unwrap();
     assert!(new.conflicts_with.is_empty() && new.superseded.is_empty());
-    assert!(e.fact_conflicts(&LOCAL, &p).await.unwrap().is_empty());
+    assert!(e
+        .fact_conflicts(&LOCAL, &p, PageRequest::ALL)
+        .await
+        .unwrap()
+        .items
+        .is_empty());
     assert_eq!(
         ids(&facts(e, &p, FactQuery::default()).await),
         ids([&new.fact])
@@ -595,7 +634,11 @@ async fn merged_entities_resolve_to_their_survivor() {
         by_name.iter().map(|x| &x.id).collect::<Vec<_>>(),
         [&robert.id]
     );
-    let listed = e.list_entities(&LOCAL, &p, None).await.unwrap();
+    let listed = e
+        .list_entities(&LOCAL, &p, None, PageRequest::ALL)
+        .await
+        .unwrap()
+        .items;
     assert!(listed.iter().all(|x| x.id != bob.id));
     assert_eq!(listed.len(), 3);
     let found = e
@@ -623,12 +666,17 @@ async fn merged_entities_resolve_to_their_survivor() {
         .collect();
     assert_eq!(via_old, related, "the old id traverses from the survivor");
     assert!(e
-        .list_relationships(&LOCAL, &p, Some(&bob.id))
+        .list_relationships(&LOCAL, &p, Some(&bob.id), PageRequest::ALL)
         .await
         .unwrap()
+        .items
         .is_empty());
     assert_eq!(
-        e.list_relationships(&LOCAL, &p, None).await.unwrap().len(),
+        e.list_relationships(&LOCAL, &p, None, PageRequest::ALL)
+            .await
+            .unwrap()
+            .items
+            .len(),
         2
     );
 
@@ -883,7 +931,14 @@ async fn forgetting_a_fact_invalidates_the_facts_resting_on_it() {
     assert_eq!(d.status, FactStatus::Invalidated);
     assert!(facts(e, &p, FactQuery::default()).await.is_empty());
     // The message itself is untouched.
-    assert_eq!(e.conversation(&LOCAL, &p, "c1").await.unwrap().len(), 1);
+    assert_eq!(
+        e.conversation(&LOCAL, &p, "c1", PageRequest::ALL)
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
 
     let retry = e
         .forget(&LOCAL, forget(format!("fact:{}", base.id), false))
@@ -947,7 +1002,11 @@ async fn forgetting_entities_and_traces_removes_what_hangs_on_them() {
         .await
         .unwrap()
         .is_empty());
-    let rels = e.list_relationships(&LOCAL, &p, None).await.unwrap();
+    let rels = e
+        .list_relationships(&LOCAL, &p, None, PageRequest::ALL)
+        .await
+        .unwrap()
+        .items;
     assert_eq!(rels.len(), 1, "only the edge not touching Alice stays");
     assert_eq!(
         (rels[0].source_id.as_str(), rels[0].target_id.as_str()),
@@ -1003,7 +1062,11 @@ async fn forgetting_entities_and_traces_removes_what_hangs_on_them() {
         e.tool_stats(&LOCAL, &p, None).await.unwrap().is_empty(),
         "its tool calls are gone"
     );
-    let left = e.list_traces(&LOCAL, &p, None).await.unwrap();
+    let left = e
+        .list_traces(&LOCAL, &p, None, PageRequest::ALL)
+        .await
+        .unwrap()
+        .items;
     assert_eq!(left.iter().map(|t| &t.id).collect::<Vec<_>>(), [&other]);
     assert_eq!(
         e.get_trace(&LOCAL, &p, &other).await.unwrap().steps.len(),
@@ -1033,17 +1096,19 @@ async fn forgetting_entities_and_traces_removes_what_hangs_on_them() {
         .await
         .unwrap();
     assert!(e
-        .list_preferences(&LOCAL, &p, None)
+        .list_preferences(&LOCAL, &p, None, PageRequest::ALL)
         .await
         .unwrap()
+        .items
         .is_empty());
     e.forget(&LOCAL, forget(format!("rel:{}", rels[0].id)))
         .await
         .unwrap();
     assert!(e
-        .list_relationships(&LOCAL, &p, None)
+        .list_relationships(&LOCAL, &p, None, PageRequest::ALL)
         .await
         .unwrap()
+        .items
         .is_empty());
 }
 
@@ -1097,8 +1162,22 @@ async fn every_kind_stays_in_its_tenant_and_user() {
     .unwrap();
     complete(e, &a, &trace, Some(true)).await;
     // The owner sees it all (the control for the checks below).
-    assert_eq!(e.list_entities(&LOCAL, &pa, None).await.unwrap().len(), 2);
-    assert_eq!(e.fact_conflicts(&LOCAL, &pa).await.unwrap().len(), 1);
+    assert_eq!(
+        e.list_entities(&LOCAL, &pa, None, PageRequest::ALL)
+            .await
+            .unwrap()
+            .items
+            .len(),
+        2
+    );
+    assert_eq!(
+        e.fact_conflicts(&LOCAL, &pa, PageRequest::ALL)
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
     assert_eq!(e.tool_stats(&LOCAL, &pa, None).await.unwrap().len(), 1);
     assert_eq!(
         e.similar_traces(&LOCAL, &pa, "flight to Lisbon", 5, false)
@@ -1125,19 +1204,26 @@ async fn every_kind_stays_in_its_tenant_and_user() {
             .await
             .unwrap()
             .is_empty());
-        assert!(e.list_entities(&LOCAL, &p, None).await.unwrap().is_empty());
+        assert!(e
+            .list_entities(&LOCAL, &p, None, PageRequest::ALL)
+            .await
+            .unwrap()
+            .items
+            .is_empty());
         assert!(is_not_found(
             e.related_entities(&LOCAL, &p, &alice.id, None, None).await
         ));
         assert!(e
-            .list_relationships(&LOCAL, &p, None)
+            .list_relationships(&LOCAL, &p, None, PageRequest::ALL)
             .await
             .unwrap()
+            .items
             .is_empty());
         assert!(e
-            .list_relationships(&LOCAL, &p, Some(&alice.id))
+            .list_relationships(&LOCAL, &p, Some(&alice.id), PageRequest::ALL)
             .await
             .unwrap()
+            .items
             .is_empty());
         assert!(e
             .search_preferences(&LOCAL, &p, "window seat", None, 10)
@@ -1145,16 +1231,27 @@ async fn every_kind_stays_in_its_tenant_and_user() {
             .unwrap()
             .is_empty());
         assert!(e
-            .list_preferences(&LOCAL, &p, None)
+            .list_preferences(&LOCAL, &p, None, PageRequest::ALL)
             .await
             .unwrap()
+            .items
             .is_empty());
         assert!(is_not_found(e.get_fact(&LOCAL, &p, &f1.fact.id).await));
         assert!(facts(e, &p, history()).await.is_empty());
         assert!(facts(e, &p, about("Alice Johnson")).await.is_empty());
-        assert!(e.fact_conflicts(&LOCAL, &p).await.unwrap().is_empty());
+        assert!(e
+            .fact_conflicts(&LOCAL, &p, PageRequest::ALL)
+            .await
+            .unwrap()
+            .items
+            .is_empty());
         assert!(is_not_found(e.get_trace(&LOCAL, &p, &trace).await));
-        assert!(e.list_traces(&LOCAL, &p, None).await.unwrap().is_empty());
+        assert!(e
+            .list_traces(&LOCAL, &p, None, PageRequest::ALL)
+            .await
+            .unwrap()
+            .items
+            .is_empty());
         assert!(e
             .similar_traces(&LOCAL, &p, "flight to Lisbon", 5, false)
             .await
@@ -1235,9 +1332,15 @@ async fn every_kind_stays_in_its_tenant_and_user() {
     let own = Scope::new("acme", "bob", "kb", "helper", "s1").unwrap();
     // The control: in its own user's scope the agent may read and write.
     assert!(e
-        .list_facts(&agent, &own.partition(), FactQuery::default())
+        .list_facts(
+            &agent,
+            &own.partition(),
+            FactQuery::default(),
+            PageRequest::ALL
+        )
         .await
         .unwrap()
+        .items
         .is_empty());
     e.add_fact(&agent, fact_req(&own, "Bob", "likes", "tea"))
         .await
@@ -1254,7 +1357,9 @@ async fn every_kind_stays_in_its_tenant_and_user() {
             .map(drop)
     ));
     assert!(forbidden(
-        e.list_entities(&agent, &pa, None).await.map(drop)
+        e.list_entities(&agent, &pa, None, PageRequest::ALL)
+            .await
+            .map(drop)
     ));
     assert!(forbidden(
         e.related_entities(&agent, &pa, &alice.id, None, None)
@@ -1262,17 +1367,29 @@ async fn every_kind_stays_in_its_tenant_and_user() {
             .map(drop)
     ));
     assert!(forbidden(
-        e.list_preferences(&agent, &pa, None).await.map(drop)
+        e.list_preferences(&agent, &pa, None, PageRequest::ALL)
+            .await
+            .map(drop)
     ));
     assert!(forbidden(
         e.get_fact(&agent, &pa, &f1.fact.id).await.map(drop)
     ));
     assert!(forbidden(
-        e.list_facts(&agent, &pa, history()).await.map(drop)
+        e.list_facts(&agent, &pa, history(), PageRequest::ALL)
+            .await
+            .map(drop)
     ));
-    assert!(forbidden(e.fact_conflicts(&agent, &pa).await.map(drop)));
+    assert!(forbidden(
+        e.fact_conflicts(&agent, &pa, PageRequest::ALL)
+            .await
+            .map(drop)
+    ));
     assert!(forbidden(e.get_trace(&agent, &pa, &trace).await.map(drop)));
-    assert!(forbidden(e.list_traces(&agent, &pa, None).await.map(drop)));
+    assert!(forbidden(
+        e.list_traces(&agent, &pa, None, PageRequest::ALL)
+            .await
+            .map(drop)
+    ));
     assert!(forbidden(
         e.similar_traces(&agent, &pa, "flight", 5, false)
             .await
@@ -1566,7 +1683,12 @@ async fn concurrent_writers_never_number_alike_or_leave_two_current() {
         assert_eq!(f.status, FactStatus::Superseded);
         assert!(f.superseded_by.is_some());
     }
-    assert!(e.fact_conflicts(&LOCAL, &p).await.unwrap().is_empty());
+    assert!(e
+        .fact_conflicts(&LOCAL, &p, PageRequest::ALL)
+        .await
+        .unwrap()
+        .items
+        .is_empty());
 
     // One trace key, different tasks at once: exactly one start wins, the others are told
     // the key is taken; none replaces the winner.
@@ -1601,7 +1723,10 @@ async fn concurrent_writers_never_number_alike_or_leave_two_current() {
 // ---- 9. recall ----------------------------------------------------------------------------
 
 fn refs_of(pack: &MemoryPack) -> Vec<String> {
-    pack.citations.iter().map(|c| c.reference.to_string()).collect()
+    pack.citations
+        .iter()
+        .map(|c| c.reference.to_string())
+        .collect()
 }
 
 async fn recall(e: &Engine, sc: &Scope, query: &str, budget: usize, history: bool) -> MemoryPack {
@@ -1957,9 +2082,10 @@ async fn proposed_knowledge_is_written_only_when_approved() {
     .await
     .unwrap();
     assert!(e
-        .list_preferences(&LOCAL, &p, None)
+        .list_preferences(&LOCAL, &p, None, PageRequest::ALL)
         .await
         .unwrap()
+        .items
         .is_empty());
 }
 
@@ -2083,7 +2209,12 @@ async fn suggested_entities_are_candidates_until_approved() {
     assert_eq!(morag.source_agent, "cairn-extractor");
     assert_eq!(morag.evidence_refs, ["msg:c1/1", "msg:c1/3"]);
     // Pending: nothing known yet. Running again proposes the same candidates.
-    assert!(e.list_entities(&LOCAL, &p, None).await.unwrap().is_empty());
+    assert!(e
+        .list_entities(&LOCAL, &p, None, PageRequest::ALL)
+        .await
+        .unwrap()
+        .items
+        .is_empty());
     let again = e.suggest_entities(&LOCAL, req()).await.unwrap();
     assert!(again.iter().all(|s| !s.created));
     assert_eq!(again[0].candidate.candidate_id, morag.candidate_id);

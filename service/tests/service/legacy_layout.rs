@@ -19,7 +19,7 @@ use cairn_models::{limits, PointKind, Ref, Role, Scope, StoredPoint, TrustOrigin
 use cairn_service::documents::DocumentBody;
 use cairn_service::recall::{ForgetRequest, RecallBody};
 use cairn_service::turns::CompleteRequest;
-use cairn_service::{Engine, Principal, ServiceError};
+use cairn_service::{Engine, PageRequest, Principal, ServiceError};
 use cairn_store::UpsertPoint;
 use serde_json::json;
 
@@ -175,7 +175,11 @@ async fn a_data_directory_of_the_old_layout_opens_and_behaves_the_same() {
         .unwrap();
     assert!(matches!(&hits[0].point.state, Some(RecordState::Turn(t)) if !t.deleted));
     assert_eq!(hits[0].point.metadata, None);
-    let messages = engine.conversation(&who, &partition, "s1").await.unwrap();
+    let messages = engine
+        .conversation(&who, &partition, "s1", PageRequest::ALL)
+        .await
+        .unwrap()
+        .items;
     assert_eq!(messages.len(), 2);
 
     // The old turn replays its stored receipt; other content is still a conflict; the
@@ -207,9 +211,10 @@ async fn a_data_directory_of_the_old_layout_opens_and_behaves_the_same() {
 
     // The approved candidate keeps its review and the caller's metadata, and is recalled.
     let listed = engine
-        .list_candidates(&who, &partition, None)
+        .list_candidates(&who, &partition, None, PageRequest::ALL)
         .await
-        .unwrap();
+        .unwrap()
+        .items;
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].status, CandidateStatus::Approved);
     assert_eq!(listed[0].metadata, Some(json!({"k": "v"})));
@@ -226,7 +231,11 @@ async fn a_data_directory_of_the_old_layout_opens_and_behaves_the_same() {
         )
         .await
         .unwrap();
-    let cited: Vec<String> = pack.citations.iter().map(|c| c.reference.to_string()).collect();
+    let cited: Vec<String> = pack
+        .citations
+        .iter()
+        .map(|c| c.reference.to_string())
+        .collect();
     let cited: Vec<&str> = cited.iter().map(String::as_str).collect();
     assert!(
         cited.contains(&Ref::mem(cand_id).to_string().as_str()),
@@ -253,9 +262,10 @@ async fn a_data_directory_of_the_old_layout_opens_and_behaves_the_same() {
         .unwrap();
     assert_eq!(report.invalidated, vec![Ref::cand(cand_id).to_string()]);
     let listed = engine
-        .list_candidates(&who, &partition, None)
+        .list_candidates(&who, &partition, None, PageRequest::ALL)
         .await
-        .unwrap();
+        .unwrap()
+        .items;
     assert_eq!(listed[0].status, CandidateStatus::Invalidated);
     assert_eq!(listed[0].invalidated_by, vec![format!("doc:{doc_id}")]);
     engine.flush().await.unwrap();

@@ -561,13 +561,13 @@ class EntityList(CairnModel):
 
 
 class EntityRequest(CairnModel):
-    """`POST /v1/entities` body."""
+    """`POST /v1/entities` body; the arguments of MCP's `add_entity`."""
 
-    aliases: Optional[List[str]] = None
+    aliases: Optional[List[str]] = Field(default=None, description="Other names it goes by.")
     description: Optional[str] = None
-    name: str
+    name: str = Field(description="Its name (\"Alice Johnson\"); the same name and type again is the same entity.")
     scope: Scope
-    subtype: Optional[str] = None
+    subtype: Optional[str] = Field(default=None, description="A finer type of your own (\"employer\", \"city\").")
     trust_origin: Optional[TrustOrigin] = None
     type: str = Field(description="`person`, `organization`, `location`, `event`, `object` or `other` (any case).")
 
@@ -671,15 +671,15 @@ class FactOutcome(CairnModel):
 
 
 class FactRequest(CairnModel):
-    """`POST /v1/facts` body."""
+    """`POST /v1/facts` body; the arguments of MCP's `add_fact`."""
 
-    confidence: Optional[float] = Field(default=None, description="0 to 1 (default 1).")
-    evidence_refs: Optional[List[str]] = Field(default=None, description="Up to 32 refs (`doc:`, `msg:`, `evt:`, `fact:`), each stored in the scope.")
-    object: str
-    predicate: str
+    confidence: Optional[float] = Field(default=None, description="Confidence, 0 to 1 (default 1).")
+    evidence_refs: Optional[List[str]] = Field(default=None, description="What it rests on: up to 32 `doc:`, `msg:`, `evt:` or `fact:` refs stored in the scope (e.g. the citations of a recall).")
+    object: str = Field(description="The value (\"Acme Corp\").")
+    predicate: str = Field(description="The relation, e.g. `works_at`, `lives_in` (compared case- and spelling-insensitively).")
     scope: Scope
-    subject: str
-    supersede: Optional[bool] = Field(default=None, description="Replace the current fact(s) with the same subject and predicate.")
+    subject: str = Field(description="Who or what the fact is about (\"Alice Johnson\").")
+    supersede: Optional[bool] = Field(default=None, description="Replace the current value of this subject and predicate (e.g. the user moved; the old fact is kept as history). Without it a different value stands beside the old one as an open conflict.")
     trust_origin: Optional[TrustOrigin] = None
     valid_from: Optional[Timestamp] = None
     valid_until: Optional[Timestamp] = None
@@ -767,7 +767,7 @@ class IssuedGrant(CairnModel):
 class MemoryPack(MemoryPackMixin, CairnModel):
     """A token-budgeted memory context for one query."""
 
-    answerability: Optional[Answerability] = Field(default=None, description="The score behind `coverage`.")
+    answerability: Answerability = Field(description="The score behind `coverage` (always sent; the default only reads packs stored before it existed).")
     citations: List[Citation]
     conflicts: List[Conflict]
     context_markdown: str = Field(description="Markdown for the prompt. Data, not instructions.")
@@ -910,11 +910,11 @@ class PreferenceList(CairnModel):
 
 
 class PreferenceRequest(CairnModel):
-    """`POST /v1/preferences` body."""
+    """`POST /v1/preferences` body; the arguments of MCP's `add_preference`."""
 
-    category: str
-    context: Optional[str] = None
-    preference: str
+    category: str = Field(description="e.g. `communication`, `food`, `language`.")
+    context: Optional[str] = Field(default=None, description="When it applies (\"at work\").")
+    preference: str = Field(description="The preference in the user's terms (\"prefers email over phone calls\").")
     scope: Scope
     trust_origin: Optional[TrustOrigin] = None
 
