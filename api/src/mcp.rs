@@ -10,10 +10,10 @@
 //! - **stdio** ([`serve_stdio`], `cairn mcp`): the caller is the local operator
 //!   ([`Principal::Local`]), like the CLI.
 //!
-//! Like the HTTP handlers, a tool only translates: its arguments (MCP-side structs that
-//! carry the JSON Schema a model sees) become the service's request types, and it calls one
-//! operation of [`Engine`] (in the service's module of its domain), which validates,
-//! authorizes and writes.
+//! Like the HTTP handlers, a tool only translates: its arguments are the service's own
+//! request types wherever the operation has one (the JSON Schema a model sees is derived
+//! from them), and it calls one operation of [`Engine`] (in the service's module of its
+//! domain), which validates, authorizes and writes.
 //! A [`ServiceError`] becomes a tool error result (`isError: true`) whose text starts with
 //! the stable code (`not_found: ...`) and whose structured content is
 //! `{"error": {"code", "message", "hint"?}}`, the HTTP API's error shape.

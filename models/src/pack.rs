@@ -106,7 +106,7 @@ pub struct Conflict {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SelectedNode {
     pub citation: u32,
-    /// The cited memory's ref, as in [`Citation`].
+    /// The cited memory's ref, as in the citation.
     #[serde(rename = "ref")]
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub reference: Ref,

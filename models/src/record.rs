@@ -84,8 +84,9 @@ impl Role {
 }
 
 /// Kind of a stored point. Recall searches `chunk`, `message`, `memory`, `entity`,
-/// `preference`, `fact` and `trace` ([`PointKind::recall_role`]); the other kinds are
-/// Cairn's own records.
+/// `preference`, `fact` and `trace`; the other kinds are Cairn's own records.
+// (`PointKind::recall_role` decides which; this doc is also the OpenAPI description, so it
+// carries no rustdoc links.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]

@@ -27,9 +27,10 @@ pub struct MessagesBody {
     pub messages: Vec<PostedMessage>,
 }
 
-/// One message to record, verbatim: a [`MessageInput`] plus the caller's optional
-/// idempotency key `message_id` (`MessageInput` in the OpenAPI document; its own type
-/// because serde's `flatten` does not combine with `deny_unknown_fields`).
+/// One message to record, verbatim, with the caller's optional idempotency key `message_id`.
+// `MessageInput` (ingest's type) plus `message_id`, named `MessageInput` in the OpenAPI
+// document; its own type because serde's `flatten` does not combine with
+// `deny_unknown_fields`. No rustdoc links here: this doc is the schema's description.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[cfg_attr(feature = "jsonschema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]

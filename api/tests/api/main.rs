@@ -19,3 +19,4 @@ mod http_server;
 mod http_turns;
 mod mcp;
 mod races;
+mod vocabulary;

@@ -183,15 +183,15 @@ async fn mcp_http_tools_and_round_trip() {
         schema_summary(&tools),
         json!({
             "add_entity": {
-                "properties": ["aliases", "description", "name", "scope", "type"],
+                "properties": ["aliases", "description", "name", "scope", "subtype", "trust_origin", "type"],
                 "required": ["name", "scope", "type"],
             },
             "add_fact": {
-                "properties": ["confidence", "evidence_refs", "object", "predicate", "scope", "subject", "supersede", "valid_from", "valid_until"],
+                "properties": ["confidence", "evidence_refs", "object", "predicate", "scope", "subject", "supersede", "trust_origin", "valid_from", "valid_until"],
                 "required": ["object", "predicate", "scope", "subject"],
             },
             "add_preference": {
-                "properties": ["category", "context", "preference", "scope"],
+                "properties": ["category", "context", "preference", "scope", "trust_origin"],
                 "required": ["category", "preference", "scope"],
             },
             "list_facts": {
@@ -220,7 +220,7 @@ async fn mcp_http_tools_and_round_trip() {
                 "required": ["scope", "user_message"],
             },
             "propose_memory": {
-                "properties": ["confidence", "content", "evidence_refs", "memory_type", "metadata", "scope", "source_agent"],
+                "properties": ["confidence", "content", "evidence_refs", "knowledge", "memory_type", "metadata", "scope", "source_agent"],
                 "required": ["confidence", "content", "evidence_refs", "memory_type", "scope", "source_agent"],
             },
             "recall": {

@@ -136,8 +136,7 @@ class Operation(str, Enum):
 
 class PointKind(str, Enum):
     """Kind of a stored point. Recall searches `chunk`, `message`, `memory`, `entity`,
-    `preference`, `fact` and `trace` ([`PointKind::recall_role`]); the other kinds are
-    Cairn's own records.
+    `preference`, `fact` and `trace`; the other kinds are Cairn's own records.
     """
 
     CHUNK = 'chunk'
@@ -797,9 +796,8 @@ class MessageHit(CairnModel):
 
 
 class MessageInput(CairnModel):
-    """One message to record, verbatim: a [`MessageInput`] plus the caller's optional
-    idempotency key `message_id` (`MessageInput` in the OpenAPI document; its own type
-    because serde's `flatten` does not combine with `deny_unknown_fields`).
+    """One message to record, verbatim, with the caller's optional idempotency key
+    `message_id`.
     """
 
     content: str = Field(description="The message, stored verbatim (at most 32 KiB).")
@@ -1078,7 +1076,7 @@ class SelectedNode(CairnModel):
     citation: int
     kind: PointKind
     reason: SelectionReason
-    ref: str = Field(description="The cited memory's ref, as in [`Citation`].")
+    ref: str = Field(description="The cited memory's ref, as in the citation.")
     text: str = Field(description="The text as included in the pack (possibly shortened at a sentence boundary).")
     truncated: bool
     trust_origin: TrustOrigin
