@@ -6,19 +6,10 @@ use axum::http::StatusCode;
 use cairn_api::Auth;
 use serde_json::{json, Value};
 
-use crate::common::{call, code, scope, test_app};
+use crate::common::{call, code, refs_of as cited, scope, test_app};
 
 fn recall_body(filters: Value) -> Value {
     json!({"scope": scope("acme"), "query": "When is the dentist appointment?", "filters": filters})
-}
-
-fn cited(pack: &Value) -> Vec<String> {
-    pack["citations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["ref"].as_str().unwrap().to_string())
-        .collect()
 }
 
 #[tokio::test]
