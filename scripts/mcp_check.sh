@@ -10,7 +10,7 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import mcp" 2>/dev/nu
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --disable-pip-version-check "mcp==2.3.0"
 fi
-cargo build --release --workspace --bin cairn
+cargo build --release --workspace --all-targets  # as run.sh: the tests' features, no second build
 DATA=$(mktemp -d)
 PORT=$("$VENV/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 ./target/release/cairn --data-dir "$DATA" serve --addr "127.0.0.1:$PORT" 2>"$DATA.log" &

@@ -29,7 +29,7 @@ else
 fi
 
 if [ -z "${CAIRN_BIN:-}" ]; then
-  cargo build --release --workspace --bin cairn
+  cargo build --release --workspace --all-targets  # as run.sh: the tests' features, no second build
   CAIRN_BIN=./target/release/cairn
 fi
 case "$CAIRN_BIN" in /*) ;; *) CAIRN_BIN="$PWD/$CAIRN_BIN" ;; esac

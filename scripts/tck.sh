@@ -28,7 +28,7 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import pytest_jsonrep
     "pytest==9.2.0" "pytest-asyncio==1.5.0" "pytest-json-report==1.5.0" "pydantic==2.14.4" \
     "jinja2==3.1.6" "pyyaml==6.0.4" "httpx==0.28.1"
 fi
-cargo build --release --workspace --bin cairn
+cargo build --release --workspace --all-targets  # as run.sh: the tests' features, no second build
 VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 OUT=$ROOT/target/tck
 rm -rf "$OUT"

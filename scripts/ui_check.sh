@@ -24,7 +24,7 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import playwright" 2>
   "$VENV/bin/pip" install -q --disable-pip-version-check "playwright==$PLAYWRIGHT_VERSION"
 fi
 
-cargo build --release --workspace --bin cairn
+cargo build --release --workspace --all-targets  # as run.sh: the tests' features, no second build
 
 DATA=$(mktemp -d)
 LOG="$DATA.log"
