@@ -21,8 +21,8 @@ use cairn_service::candidates::{CandidateRequest, DecisionRequest};
 use cairn_service::documents::DocumentBody;
 use cairn_service::grants::GrantRequest;
 use cairn_service::knowledge::{
-    EntityRequest, FactOutcome, FactQuery, FactRequest, MergeRequest, PredicateRequest,
-    PreferenceRequest, RelationshipRequest,
+    EntityRequest, FactConflict, FactOutcome, FactQuery, FactRequest, MergeRequest,
+    PredicateRequest, PreferenceRequest, RelationshipRequest,
 };
 use cairn_service::reasoning::{
     CompleteTraceRequest, StepRequest, ToolCallRequest, ToolStats, TraceRequest,
@@ -226,6 +226,13 @@ async fn facts(e: &Engine, p: &Partition, query: FactQuery) -> Vec<Fact> {
         .items
 }
 
+async fn conflicts(e: &Engine, p: &Partition) -> Vec<FactConflict> {
+    e.fact_conflicts(&LOCAL, p, PageRequest::ALL)
+        .await
+        .unwrap()
+        .items
+}
+
 fn ids<'a>(facts: impl IntoIterator<Item = &'a Fact>) -> BTreeSet<String> {
     facts.into_iter().map(|f| f.id.clone()).collect()
 }
@@ -265,15 +272,11 @@ async fn undeclared_predicates_conflict_and_supersede_on_request() {
     assert!(beta.superseded.is_empty());
     let current = facts(e, &p, about("Alice")).await;
     assert_eq!(ids(&current), ids([&acme.fact, &beta.fact]));
-    let conflicts = e
-        .fact_conflicts(&LOCAL, &p, PageRequest::ALL)
-        .await
-        .unwrap()
-        .items;
-    assert_eq!(conflicts.len(), 1, "{conflicts:?}");
-    assert_eq!(conflicts[0].subject, "alice");
-    assert_eq!(conflicts[0].predicate, "works_at");
-    assert_eq!(ids(&conflicts[0].facts), ids([&acme.fact, &beta.fact]));
+    let open = conflicts(e, &p).await;
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!(open[0].subject, "alice");
+    assert_eq!(open[0].predicate, "works_at");
+    assert_eq!(ids(&open[0].facts), ids([&acme.fact, &beta.fact]));
 
     // `supersede` replaces both current objects.
     let mut req = fact_req(&sc, "Alice", "works_at", "Gamma");
@@ -302,12 +305,7 @@ async fn undeclared_predicates_conflict_and_supersede_on_request() {
     assert_eq!(ids(&current), ids([&gamma.fact]));
     let all = facts(e, &p, history()).await;
     assert_eq!(all.len(), 3, "history keeps superseded facts");
-    assert!(e
-        .fact_conflicts(&LOCAL, &p, PageRequest::ALL)
-        .await
-        .unwrap()
-        .items
-        .is_empty());
+    assert!(conflicts(e, &p).await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -352,12 +350,7 @@ async fn declared_predicates_supersede_or_coexist() {
     )
     .await;
     assert_eq!(ids(&likes), ids([&tea.fact, &coffee.fact]));
-    assert!(e
-        .fact_conflicts(&LOCAL, &p, PageRequest::ALL)
-        .await
-        .unwrap()
-        .items
-        .is_empty());
+    assert!(conflicts(e, &p).await.is_empty());
 
     // Re-asserting the superseded object makes it current again, and (single-valued) it
     // supersedes the one that replaced it: the latest write is what holds.
@@ -390,11 +383,7 @@ async fn declared_predicates_supersede_or_coexist() {
     add_fact(e, &sc, "Carl", "employer", "Acme").await;
     add_fact(e, &sc, "Carl", "employer", "Beta").await;
     declare(e, &sc, "employer", Cardinality::Single).await;
-    let open = e
-        .fact_conflicts(&LOCAL, &p, PageRequest::ALL)
-        .await
-        .unwrap()
-        .items;
+    let open = conflicts(e, &p).await;
     assert_eq!(open.len(), 1, "{open:?}");
     assert_eq!(
         (open[0].subject.as_str(), open[0].predicate.as_str()),
@@ -402,12 +391,7 @@ async fn declared_predicates_supersede_or_coexist() {
     );
     let gamma = add_fact(e, &sc, "Carl", "employer", "Gamma").await;
     assert_eq!(gamma.superseded.len(), 2);
-    assert!(e
-        .fact_conflicts(&LOCAL, &p, PageRequest::ALL)
-        .await
-        .unwrap()
-        .items
-        .is_empty());
+    assert!(conflicts(e, &p).await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -465,14 +449,7 @@ async fn the_same_triple_is_one_fact_and_a_superseded_one_can_come_back() {
     assert_eq!(back.fact.evidence_refs.len(), 2, "its evidence is kept");
     let current = facts(e, &p, FactQuery::default()).await;
     assert_eq!(ids(&current), ids([&back.fact, &beta.fact]));
-    assert_eq!(
-        e.fact_conflicts(&LOCAL, &p, PageRequest::ALL)
-            .await
-            .unwrap()
-            .items
-            .len(),
-        1
-    );
+    assert_eq!(conflicts(e, &p).await.len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -539,12 +516,7 @@ async fn validity_windows_decide_what_holds_and_what_conflicts() {
     req.valid_from = Some((t - 5 * DAY).into());
     let new = e.add_fact(&LOCAL, req).await.unwrap();
     assert!(new.conflicts_with.is_empty() && new.superseded.is_empty());
-    assert!(e
-        .fact_conflicts(&LOCAL, &p, PageRequest::ALL)
-        .await
-        .unwrap()
-        .items
-        .is_empty());
+    assert!(conflicts(e, &p).await.is_empty());
     assert_eq!(
         ids(&facts(e, &p, FactQuery::default()).await),
         ids([&new.fact])
@@ -1239,12 +1211,7 @@ async fn every_kind_stays_in_its_tenant_and_user() {
         assert!(is_not_found(e.get_fact(&LOCAL, &p, &f1.fact.id).await));
         assert!(facts(e, &p, history()).await.is_empty());
         assert!(facts(e, &p, about("Alice Johnson")).await.is_empty());
-        assert!(e
-            .fact_conflicts(&LOCAL, &p, PageRequest::ALL)
-            .await
-            .unwrap()
-            .items
-            .is_empty());
+        assert!(conflicts(e, &p).await.is_empty());
         assert!(is_not_found(e.get_trace(&LOCAL, &p, &trace).await));
         assert!(e
             .list_traces(&LOCAL, &p, None, PageRequest::ALL)
@@ -1683,12 +1650,7 @@ async fn concurrent_writers_never_number_alike_or_leave_two_current() {
         assert_eq!(f.status, FactStatus::Superseded);
         assert!(f.superseded_by.is_some());
     }
-    assert!(e
-        .fact_conflicts(&LOCAL, &p, PageRequest::ALL)
-        .await
-        .unwrap()
-        .items
-        .is_empty());
+    assert!(conflicts(&e, &p).await.is_empty());
 
     // One trace key, different tasks at once: exactly one start wins, the others are told
     // the key is taken; none replaces the winner.
