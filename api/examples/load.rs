@@ -23,6 +23,11 @@ use std::time::{Duration, Instant};
 use cairn_api::{app, AppState, Auth, Engine, Metrics, ServerConfig};
 use serde_json::{json, Value};
 
+/// The allocator `cairn serve` runs with (see `cli/src/main.rs`).
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 const TOPICS: &[(&str, &str)] = &[
     ("vpn", "Install the VPN client, sign in with the company account and choose the Frankfurt gateway; the Lisbon gateway is for the Portugal office."),
     ("expenses", "Submit expenses within 30 days with a receipt; meals are reimbursed up to 40 euros per day and taxis only after 22:00."),

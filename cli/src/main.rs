@@ -16,6 +16,12 @@ use cairn_service::turns::PrepareRequest;
 use cairn_service::{Auth, Engine, PageRequest, Principal};
 use clap::{Args, Parser, Subcommand};
 
+/// jemalloc, not glibc's malloc: glibc kept freed arena pages after an index build (a 100k
+/// store served with 527 MiB anonymous, 150 MiB of it live); jemalloc returns them (189 MiB).
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 mod bench;
 mod cli_eval;
 mod knowledge;

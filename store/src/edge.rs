@@ -401,7 +401,11 @@ impl EdgeStore {
         let capture = Arc::clone(&self.capture);
         let disk = Arc::clone(&self.disk);
         tokio::task::spawn_blocking(move || {
-            let record = journal::encode(&op)?;
+            // Outside the locks, side by side: the journal record and the shard's form of the
+            // operation. Two writes in flight overlap: one prepares here while the other is
+            // applied under the lock.
+            let (record, update) = rayon::join(|| journal::encode(&op), || prepare_op(&bm25, &op));
+            let (record, update) = (record?, update?);
             let seq = {
                 let _gate = gate.read().unwrap_or_else(|p| p.into_inner());
                 let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -409,13 +413,12 @@ impl EdgeStore {
                 // file's hole is a SIGBUS, not an error.
                 disk.check("write")?;
                 let mut capture = capture.lock().unwrap_or_else(|p| p.into_inner());
-                let copy = capture.is_some().then(|| op.clone());
                 // Applied first: a record in the journal is one the shard accepted, so a
                 // replay never meets an operation that fails.
-                apply_op(&shard, &bm25, op)?;
+                shard.update(update).map_err(engine)?;
                 cairn_models::failpoint("store.after_apply");
                 let seq = journal.append_encoded(&record)?;
-                if let (Some(ops), Some(op)) = (capture.as_mut(), copy) {
+                if let Some(ops) = capture.as_mut() {
                     ops.push(op);
                 }
                 seq
@@ -500,42 +503,66 @@ fn open_journal(
     Ok(journal)
 }
 
-/// Applies a journaled operation to the shard.
+/// Applies a journaled operation to the shard (journal replay).
 fn apply_op(shard: &EdgeShard, bm25: &EdgeBm25, op: Op) -> Result<()> {
+    shard.update(prepare_op(bm25, &op)?).map_err(engine)
+}
+
+/// Batches at least this large are prepared point by point on rayon's pool; a smaller one
+/// (a chat message, a fact) is not worth the hand-off.
+const PARALLEL_PREPARE_POINTS: usize = 32;
+
+/// The shard's form of an operation: BM25 vectors encoded (tokenising and stemming: most of
+/// a bulk load's CPU outside the shard, `perf`), payloads converted. Pure, so a write runs
+/// it before taking the write lock, beside another write's apply, and a batch's points are
+/// prepared on both cores.
+fn prepare_op(bm25: &EdgeBm25, op: &Op) -> Result<UpdateOperation> {
+    use rayon::prelude::*;
     let operation = match op {
         Op::Upsert { points } => {
-            let mut structs = Vec::with_capacity(points.len());
-            for p in points {
-                let mut named: Vec<(String, qdrant_edge::Vector)> = Vec::new();
-                if let Some(d) = p.dense {
-                    named.push((DENSE.to_string(), d.into()));
-                }
-                if let Some(v) = p.sparse {
-                    let v = qdrant_edge::SparseVector::new(v.indices, v.values).map_err(|e| {
-                        StoreError::Invalid(format!("sparse vector of point {}: {e}", p.id))
-                    })?;
-                    named.push((BM25.to_string(), v.into()));
-                } else if let Some(text) = &p.bm25_text {
-                    named.push((BM25.to_string(), bm25.embed_document(text).into()));
-                }
-                let payload = serde_json::to_value(&p.payload).map_err(engine)?;
-                structs.push(
-                    PointStruct::new(PointId::Uuid(p.id), Vectors::new_named(named), payload)
-                        .into(),
-                );
-            }
-            PointOperations::UpsertPoints(PointInsertOperations::PointsList(structs))
+            let structs = if points.len() >= PARALLEL_PREPARE_POINTS {
+                points
+                    .par_iter()
+                    .map(|p| prepare_point(bm25, p))
+                    .collect::<Result<Vec<_>>>()?
+            } else {
+                points
+                    .iter()
+                    .map(|p| prepare_point(bm25, p))
+                    .collect::<Result<Vec<_>>>()?
+            };
+            PointOperations::UpsertPoints(PointInsertOperations::PointsList(
+                structs.into_iter().map(Into::into).collect(),
+            ))
         }
         Op::DeleteIds { ids } => PointOperations::DeletePoints {
-            ids: ids.into_iter().map(PointId::Uuid).collect(),
+            ids: ids.iter().copied().map(PointId::Uuid).collect(),
         },
         Op::DeleteWhere { partition, filter } => {
-            PointOperations::DeletePointsByFilter(to_qdrant(&filter, &partition)?)
+            PointOperations::DeletePointsByFilter(to_qdrant(filter, partition)?)
         }
     };
-    shard
-        .update(UpdateOperation::PointOperation(operation))
-        .map_err(engine)
+    Ok(UpdateOperation::PointOperation(operation))
+}
+
+fn prepare_point(bm25: &EdgeBm25, p: &JPoint) -> Result<PointStruct> {
+    let mut named: Vec<(String, qdrant_edge::Vector)> = Vec::new();
+    if let Some(d) = &p.dense {
+        named.push((DENSE.to_string(), d.clone().into()));
+    }
+    if let Some(v) = &p.sparse {
+        let v = qdrant_edge::SparseVector::new(v.indices.clone(), v.values.clone())
+            .map_err(|e| StoreError::Invalid(format!("sparse vector of point {}: {e}", p.id)))?;
+        named.push((BM25.to_string(), v.into()));
+    } else if let Some(text) = &p.bm25_text {
+        named.push((BM25.to_string(), bm25.embed_document(text).into()));
+    }
+    let payload = serde_json::to_value(&p.payload).map_err(engine)?;
+    Ok(PointStruct::new(
+        PointId::Uuid(p.id),
+        Vectors::new_named(named),
+        payload,
+    ))
 }
 
 /// Scalar int8 quantization kept in RAM (Qdrant's `{"scalar": {"type": "int8", ...}}`;

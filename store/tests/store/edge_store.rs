@@ -499,3 +499,83 @@ async fn a_new_data_directory_keeps_vectors_on_disk_and_int8_copies_in_ram() {
     assert_eq!(config["quantization_config"]["scalar"]["type"], "int8");
     assert_eq!(config["quantization_config"]["scalar"]["always_ram"], true);
 }
+
+/// A batch large enough to be prepared on rayon's pool (BM25 encoding and payloads, point by
+/// point across threads, before the write lock) gives the store exactly what the same points
+/// written one at a time give it; a bad point anywhere in such a batch refuses the whole
+/// batch with a typed error and writes none of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_prepared_in_parallel_matches_points_written_one_by_one() {
+    const WORDS: [&str; 12] = [
+        "invoice",
+        "shipment",
+        "berlin",
+        "quarterly",
+        "audit",
+        "coffee",
+        "release",
+        "vendor",
+        "backup",
+        "policy",
+        "sprint",
+        "director",
+    ];
+    let s = scope("t");
+    let points: Vec<UpsertPoint> = (0..200)
+        .map(|i| {
+            let text: Vec<&str> = (0..6).map(|k| WORDS[(i * 7 + k * k * 3) % 12]).collect();
+            point(&s, i, &format!("{} item{i}", text.join(" ")))
+        })
+        .collect();
+    let (batched_dir, single_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (batched, single) = (open(batched_dir.path()), open(single_dir.path()));
+    batched.upsert(points.clone()).await.unwrap();
+    for p in points.clone() {
+        single.upsert(vec![p]).await.unwrap();
+    }
+    let partition = s.partition();
+    // Every match, in id order: many texts share their words, and the order among equal
+    // scores is the engine's internal one, not part of the contract.
+    let all = |query: &str| SearchRequest {
+        limit: 1000,
+        ..req(SearchMode::Sparse(query.into()))
+    };
+    for query in [
+        "invoice berlin",
+        "quarterly audit coffee",
+        "item17",
+        "release vendor",
+    ] {
+        let mut a = batched.search(&partition, all(query)).await.unwrap();
+        let mut b = single.search(&partition, all(query)).await.unwrap();
+        assert!(!a.is_empty(), "{query}: no hits");
+        a.sort_by_key(|h| h.id);
+        b.sort_by_key(|h| h.id);
+        let scored = |h: &[cairn_store::Hit]| h.iter().map(|h| (h.id, h.score)).collect::<Vec<_>>();
+        assert_eq!(scored(&a), scored(&b), "{query}");
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!(x.point, y.point);
+            assert_eq!(x.dense, y.dense);
+        }
+    }
+
+    // One bad sparse vector (two indices, one weight) in a batch of 64 new points.
+    let mut bad: Vec<UpsertPoint> = (1000..1064)
+        .map(|i| point(&s, i, "a batch that must not land"))
+        .collect();
+    bad[40].sparse = Some(cairn_store::SparseVector {
+        indices: vec![1, 2],
+        values: vec![0.5],
+    });
+    let before = batched.count_all().await.unwrap();
+    let err = batched.upsert(bad.clone()).await.unwrap_err();
+    assert_eq!(err.kind(), cairn_models::ErrorKind::BadInput, "{err}");
+    assert!(err.to_string().contains(&bad[40].id.to_string()), "{err}");
+    assert_eq!(batched.count_all().await.unwrap(), before);
+    let ids: Vec<Uuid> = bad.iter().map(|p| p.id).collect();
+    assert!(batched
+        .retrieve(&partition, &ids, false)
+        .await
+        .unwrap()
+        .is_empty());
+}
