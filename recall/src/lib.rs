@@ -449,41 +449,52 @@ impl Recaller {
     pub async fn retrieve(&self, req: &RecallRequest) -> Result<Vec<Ranked>, RecallError> {
         let partition = req.scope.partition();
         let filter = req.filters.to_filter();
-        let qvec = self.embedder.embed_query(&req.query).await?;
         let prefetch = self.config.prefetch.max(1);
-        let dense_req = SearchRequest {
-            mode: SearchMode::Dense(qvec.clone()),
-            filter: filter.clone(),
-            limit: prefetch,
-            with_vectors: true,
-        };
-        let sparse_req = SearchRequest {
-            mode: SearchMode::Sparse(req.query.clone()),
-            filter: filter.clone(),
-            limit: prefetch,
-            with_vectors: true,
-        };
-        let (dense, sparse) = tokio::try_join!(
-            self.store.search(&partition, dense_req),
-            self.store.search(&partition, sparse_req)
-        )?;
-
         let identifiers = query::identifiers(&req.query, self.config.max_identifiers);
+        // The dense leg waits for the query vector; the BM25 leg and the identifier probes
+        // need none, so they run on the store's threads while the model embeds the query.
+        let semantic = async {
+            let qvec = self.embedder.embed_query(&req.query).await?;
+            let dense_req = SearchRequest {
+                mode: SearchMode::Dense(qvec.clone()),
+                filter: filter.clone(),
+                limit: prefetch,
+                with_vectors: true,
+            };
+            let hits = self.store.search(&partition, dense_req).await?;
+            Ok::<_, RecallError>((qvec, hits))
+        };
+        let lexical = async {
+            let sparse_req = SearchRequest {
+                mode: SearchMode::Sparse(req.query.clone()),
+                filter: filter.clone(),
+                limit: prefetch,
+                with_vectors: true,
+            };
+            let sparse = self.store.search(&partition, sparse_req).await?;
+            let mut probes = Vec::with_capacity(identifiers.len());
+            for ident in &identifiers {
+                let hits = self
+                    .store
+                    .search(
+                        &partition,
+                        SearchRequest {
+                            mode: SearchMode::Sparse(ident.clone()),
+                            filter: filter.clone(),
+                            limit: 5,
+                            with_vectors: true,
+                        },
+                    )
+                    .await?;
+                probes.push(hits);
+            }
+            Ok::<_, RecallError>((sparse, probes))
+        };
+        let ((qvec, dense), (sparse, probes)) = tokio::try_join!(semantic, lexical)?;
+
         let mut ident_legs: Vec<IdentifierLeg<Uuid>> = Vec::with_capacity(identifiers.len());
         let mut ident_hits: Vec<Hit> = Vec::new();
-        for ident in &identifiers {
-            let hits = self
-                .store
-                .search(
-                    &partition,
-                    SearchRequest {
-                        mode: SearchMode::Sparse(ident.clone()),
-                        filter: filter.clone(),
-                        limit: 5,
-                        with_vectors: true,
-                    },
-                )
-                .await?;
+        for (ident, hits) in identifiers.iter().zip(probes) {
             let needle = ident.to_lowercase();
             let found: Vec<Hit> = hits
                 .into_iter()
