@@ -16,8 +16,9 @@ use cairn_service::turns::PrepareRequest;
 use cairn_service::{Auth, Engine, PageRequest, Principal};
 use clap::{Args, Parser, Subcommand};
 
-/// jemalloc, not glibc's malloc: glibc kept freed arena pages after an index build (a 100k
-/// store served with 527 MiB anonymous, 150 MiB of it live); jemalloc returns them (189 MiB).
+/// jemalloc, not glibc's malloc: glibc kept freed arena pages after an index build (a 30k
+/// store served with 318 MiB anonymous, 150 MiB of it live); jemalloc returns them (a 100k
+/// store: 189 MiB against 527 MiB).
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

@@ -404,7 +404,11 @@ impl EdgeStore {
             // Outside the locks, side by side: the journal record and the shard's form of the
             // operation. Two writes in flight overlap: one prepares here while the other is
             // applied under the lock.
-            let (record, update) = rayon::join(|| journal::encode(&op), || prepare_op(&bm25, &op));
+            let (record, update) = if is_bulk(&op) {
+                rayon::join(|| journal::encode(&op), || prepare_op(&bm25, &op))
+            } else {
+                (journal::encode(&op), prepare_op(&bm25, &op))
+            };
             let (record, update) = (record?, update?);
             let seq = {
                 let _gate = gate.read().unwrap_or_else(|p| p.into_inner());
@@ -508,9 +512,14 @@ fn apply_op(shard: &EdgeShard, bm25: &EdgeBm25, op: Op) -> Result<()> {
     shard.update(prepare_op(bm25, &op)?).map_err(engine)
 }
 
-/// Batches at least this large are prepared point by point on rayon's pool; a smaller one
-/// (a chat message, a fact) is not worth the hand-off.
+/// Batches at least this large are prepared on rayon's pool (the journal record beside the
+/// points, the points across threads); a smaller write (a chat message, a fact) is not worth
+/// the hand-off and waking the pool, and stays on its own thread.
 const PARALLEL_PREPARE_POINTS: usize = 32;
+
+fn is_bulk(op: &Op) -> bool {
+    matches!(op, Op::Upsert { points } if points.len() >= PARALLEL_PREPARE_POINTS)
+}
 
 /// The shard's form of an operation: BM25 vectors encoded (tokenising and stemming: most of
 /// a bulk load's CPU outside the shard, `perf`), payloads converted. Pure, so a write runs
@@ -520,7 +529,7 @@ fn prepare_op(bm25: &EdgeBm25, op: &Op) -> Result<UpdateOperation> {
     use rayon::prelude::*;
     let operation = match op {
         Op::Upsert { points } => {
-            let structs = if points.len() >= PARALLEL_PREPARE_POINTS {
+            let structs = if is_bulk(op) {
                 points
                     .par_iter()
                     .map(|p| prepare_point(bm25, p))
