@@ -47,6 +47,12 @@ pub enum BenchCommand {
         /// perturbations of them (see the command's output).
         #[arg(long, default_value_t = 300)]
         base: usize,
+        /// A BEIR `corpus.jsonl` whose texts become the chunks' texts (real vocabulary for
+        /// BM25), with the `queries.jsonl` beside it as the timed queries; the first `base`
+        /// passages are the embedded texts (default: generated memos and questions, whose
+        /// vocabulary of about 60 words puts most chunks in every posting list).
+        #[arg(long)]
+        corpus: Option<std::path::PathBuf>,
         /// Also write the corpus (vectors, texts, scope) and the query vectors under this
         /// directory, one folder per size, for a peer store to load the same data
         /// (`scripts/peer_lancedb.py`).
@@ -157,6 +163,108 @@ fn generated_doc(rng: &mut Rng, i: usize) -> String {
         text.push(' ');
     }
     text
+}
+
+/// The texts `bench recall` loads and asks: passages for the chunks (the first `n_base` are
+/// the ones embedded), words swapped into copies of a passage, and the timed queries.
+struct BenchTexts {
+    passages: Vec<String>,
+    n_base: usize,
+    swaps: Vec<String>,
+    queries: Vec<String>,
+    /// The generator's state after the texts were made (the load's perturbations go on
+    /// from it, so a run is reproducible).
+    seed: u64,
+    label: String,
+}
+
+impl BenchTexts {
+    fn load(corpus: Option<&Path>, n_base: usize, n_queries: usize) -> Result<Self> {
+        let Some(path) = corpus else {
+            let mut rng = Rng(7);
+            let passages: Vec<String> = (0..n_base.max(1))
+                .map(|i| generated_doc(&mut rng, i).chars().take(600).collect())
+                .collect();
+            let queries = (0..n_queries)
+                .map(|i| {
+                    format!(
+                        "What about {} {} (case {i})?",
+                        SUBJECTS[i % SUBJECTS.len()],
+                        VERBS[(i / 3) % VERBS.len()]
+                    )
+                })
+                .collect();
+            let swaps = OBJECTS
+                .iter()
+                .map(|o| o.split(' ').next_back().unwrap_or("x").to_string())
+                .collect();
+            return Ok(BenchTexts {
+                n_base: passages.len(),
+                passages,
+                swaps,
+                queries,
+                seed: rng.0,
+                label: "generated memos (a vocabulary of about 60 words)".into(),
+            });
+        };
+        let docs = cairn_ingest::beir::read_corpus(path)?;
+        let passages: Vec<String> = docs
+            .iter()
+            .flat_map(|d| passages_of(&d.full_text(), 600))
+            .collect();
+        anyhow::ensure!(!passages.is_empty(), "{}: no text", path.display());
+        let mut seen = std::collections::HashSet::new();
+        let swaps: Vec<String> = passages
+            .iter()
+            .flat_map(|p| p.split_whitespace())
+            .filter(|w| seen.insert(*w))
+            .map(str::to_string)
+            .collect();
+        let qpath = path.with_file_name("queries.jsonl");
+        let asked: Vec<String> = cairn_eval::data::beir::read_queries(&qpath)?
+            .into_iter()
+            .map(|q| q.text)
+            .collect();
+        anyhow::ensure!(!asked.is_empty(), "{}: no queries", qpath.display());
+        // Past the file's end the queries come round again, marked, so each text is new.
+        let queries = (0..n_queries)
+            .map(|i| match i / asked.len() {
+                0 => asked[i].clone(),
+                round => format!("{} ({round})", asked[i % asked.len()]),
+            })
+            .collect();
+        Ok(BenchTexts {
+            n_base: n_base.clamp(1, passages.len()),
+            label: format!(
+                "{} passages of {} documents in {}, {} words",
+                passages.len(),
+                docs.len(),
+                path.display(),
+                swaps.len()
+            ),
+            passages,
+            swaps,
+            queries,
+            seed: 7,
+        })
+    }
+}
+
+/// `text` cut at sentence ends into passages of about `target` characters (a sentence longer
+/// than that is one passage).
+fn passages_of(text: &str, target: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for sentence in text.split_inclusive(". ") {
+        if !current.trim().is_empty() && current.len() + sentence.len() > target {
+            out.push(std::mem::take(&mut current).trim().to_string());
+        }
+        current.push_str(sentence);
+    }
+    if !current.trim().is_empty() {
+        out.push(current.trim().to_string());
+    }
+    out
 }
 
 /// A field of `/proc/self/status` in MiB (`VmHWM`: peak resident set; `RssAnon`: resident
@@ -285,16 +393,17 @@ pub async fn run(app: &crate::App, which: BenchCommand) -> Result<std::process::
             chunks,
             queries,
             base,
+            corpus,
             dump_corpus,
             optimize_every,
             json,
         } => {
+            let texts = BenchTexts::load(corpus.as_deref(), base, queries)?;
             let mut reports = Vec::new();
             for n in chunks {
                 let dump = dump_corpus.as_ref().map(|d| d.join(format!("chunks-{n}")));
                 reports.push(
-                    bench_recall(app, n, queries, base, dump.as_deref(), optimize_every, json)
-                        .await?,
+                    bench_recall(app, &texts, n, dump.as_deref(), optimize_every, json).await?,
                 );
             }
             if json {
@@ -516,9 +625,8 @@ impl CorpusDump {
 
 async fn bench_recall(
     app: &crate::App,
+    texts: &BenchTexts,
     n_chunks: usize,
-    n_queries: usize,
-    n_base: usize,
     dump: Option<&Path>,
     optimize_every: usize,
     json: bool,
@@ -533,16 +641,18 @@ async fn bench_recall(
     let store = &ws.store;
     let scope = Scope::default();
     let partition = scope.partition();
-    let mut rng = Rng(7);
+    let mut rng = Rng(texts.seed);
+    let n_queries = texts.queries.len();
+    let n_base = texts.n_base;
 
-    // Real embeddings of `n_base` texts; the store's chunks are noisy copies of them (cosine
-    // ≈ 0.95 to their base) with word-level edits, so vectors and BM25 terms have a realistic
-    // distribution without embedding every chunk (100k chunks would take hours here).
-    let base: Vec<String> = (0..n_base)
-        .map(|i| generated_doc(&mut rng, i).chars().take(600).collect())
-        .collect();
+    // Real embeddings of `n_base` texts; the store's chunks' vectors are noisy copies of them
+    // (cosine ≈ 0.95 to their base) and their texts passages with word-level edits, so
+    // vectors and BM25 terms have a realistic distribution without embedding every chunk
+    // (a million chunks would take days here).
     eprintln!("bench recall: embedding {n_base} base texts…");
-    let base_vecs = embedder.embed_documents(base.clone()).await?;
+    let base_vecs = embedder
+        .embed_documents(texts.passages[..n_base].to_vec())
+        .await?;
     let t = Instant::now();
     let now = chrono::Utc::now().timestamp_millis();
     let docs_per_source = 10;
@@ -563,15 +673,11 @@ async fn bench_recall(
             }
         }
         normalize(&mut v);
-        let words: Vec<&str> = base[b].split_whitespace().collect();
-        let mut text: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        let passage = &texts.passages[i % texts.passages.len()];
+        let mut text: Vec<&str> = passage.split_whitespace().collect();
         for _ in 0..3 {
             let at = rng.below(text.len());
-            text[at] = OBJECTS[rng.below(OBJECTS.len())]
-                .split(' ')
-                .next_back()
-                .unwrap_or("x")
-                .to_string();
+            text[at] = &texts.swaps[rng.below(texts.swaps.len())];
         }
         let text = format!("{} ref{i}", text.join(" "));
         let source = format!("bench/doc-{}", i / docs_per_source);
@@ -645,20 +751,12 @@ async fn bench_recall(
     );
 
     let recaller = ws.recaller(RecallConfig::default());
-    let queries: Vec<String> = (0..n_queries)
-        .map(|i| {
-            format!(
-                "What about {} {} (case {i})?",
-                SUBJECTS[i % SUBJECTS.len()],
-                VERBS[(i / 3) % VERBS.len()]
-            )
-        })
-        .collect();
+    let queries = &texts.queries;
     if let Some(d) = dump.take() {
         // The peer gets the queries' vectors from the same model (embedded apart from the
         // timed loop, which embeds `timed …` variants itself).
         let mut qs = Vec::with_capacity(queries.len());
-        for q in &queries {
+        for q in queries {
             qs.push((q.clone(), embedder.embed_query(q).await?));
         }
         d.finish(&qs, embedder.spec().dim)?;
@@ -682,7 +780,7 @@ async fn bench_recall(
     let mut packing = Vec::with_capacity(n_queries);
     let mut reply = Vec::with_capacity(n_queries);
     let filter = Filter::new().any_of("kind", vec!["chunk".into(), "message".into()]);
-    for q in &queries {
+    for q in queries {
         let t = Instant::now();
         let qv = embedder.embed_query(&format!("timed {q}")).await?;
         embed.push(t.elapsed());
@@ -789,6 +887,7 @@ async fn bench_recall(
         "chunks": n_chunks,
         "queries": n_queries,
         "base_texts": n_base,
+        "texts": texts.label,
         "load_seconds": load.as_secs_f64(),
         "optimize_during_load_seconds": interleaved.as_secs_f64(),
         "optimize_seconds": optimize.as_secs_f64(),
@@ -811,7 +910,10 @@ async fn bench_recall(
         "reopened_points": reopened_points,
     });
     if !json {
-        println!("chunks            {n_chunks} (noisy copies of {n_base} embedded texts)");
+        println!(
+            "chunks            {n_chunks} (vectors: noisy copies of {n_base} embedded texts; texts: {})",
+            texts.label
+        );
         println!(
             "load / index      {:.1} s / {:.1} s",
             load.as_secs_f64(),
@@ -879,4 +981,31 @@ async fn bench_recall(
         );
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::passages_of;
+
+    #[test]
+    fn passages_cut_at_sentence_ends_and_keep_every_word() {
+        let text = "One two three. Four five six seven. Eight. Nine ten eleven twelve thirteen.";
+        let passages = passages_of(text, 20);
+        assert_eq!(
+            passages,
+            [
+                "One two three.",
+                "Four five six seven.",
+                "Eight.",
+                "Nine ten eleven twelve thirteen."
+            ]
+        );
+        let joined = passages.join(" ");
+        assert_eq!(
+            joined.split_whitespace().collect::<Vec<_>>(),
+            text.split_whitespace().collect::<Vec<_>>()
+        );
+        assert_eq!(passages_of(text, 1000), [text]);
+        assert!(passages_of("  ", 10).is_empty());
+    }
 }
