@@ -483,7 +483,8 @@ async fn a_data_directory_of_main_4219785_still_opens() {
 }
 
 /// A new data directory gets the bounded-memory layout: vectors, sparse index and payload
-/// on disk, the HNSW graph and int8 vectors in RAM.
+/// on disk, the HNSW graph and int8 vectors in RAM, and of the payload indexes only those
+/// that every recall's filter checks (the partition's fields, `kind`, `keys`) in RAM.
 #[tokio::test]
 async fn a_new_data_directory_keeps_vectors_on_disk_and_int8_copies_in_ram() {
     let dir = tempfile::tempdir().unwrap();
@@ -498,6 +499,28 @@ async fn a_new_data_directory_keeps_vectors_on_disk_and_int8_copies_in_ram() {
     assert_eq!(config["hnsw_config"]["on_disk"], false);
     assert_eq!(config["quantization_config"]["scalar"]["type"], "int8");
     assert_eq!(config["quantization_config"]["scalar"]["always_ram"], true);
+    // Each segment records its payload indexes' settings (a new store has its appendable
+    // segment only).
+    let segments: Vec<_> = std::fs::read_dir(dir.path().join("qdrant/segments"))
+        .unwrap()
+        .map(|e| e.unwrap().path().join("payload_index/config.json"))
+        .filter(|p| p.exists())
+        .collect();
+    assert!(!segments.is_empty(), "a segment with payload indexes");
+    for config in segments {
+        let config: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+        let fields = &config["indexed_fields"];
+        for field in ["tenant", "user", "namespace", "kind", "keys"] {
+            assert_eq!(fields[field]["type"], "keyword", "{field}: {fields}");
+            assert_eq!(fields[field]["on_disk"], false, "{field} in RAM: {fields}");
+        }
+        for field in ["doc_id", "source", "session", "conversation_id"] {
+            assert_eq!(fields[field]["on_disk"], true, "{field} on disk: {fields}");
+        }
+        assert_eq!(fields["tenant"]["is_tenant"], true);
+        assert_eq!(fields["ts"]["on_disk"], true, "{fields}");
+    }
 }
 
 /// A batch large enough to be prepared on rayon's pool (BM25 encoding and payloads, point by
