@@ -163,7 +163,7 @@ pub const KEYS: &[Key] = &[
         "CAIRN_ORT_SPIN",
         None,
         "false",
-        "let idle ONNX Runtime threads spin (off: they would steal the cores chunking and writes need)",
+        "let ONNX Runtime's threads spin between the operators of a model run, never after it (off: they would steal the cores chunking and writes need)",
     ),
     key(
         "embed.hub_model",

@@ -63,9 +63,11 @@ pub struct EmbedConfig {
     pub batch_size: usize,
     /// ONNX Runtime intra-op threads (None: the runtime's default, all cores).
     pub intra_threads: Option<usize>,
-    /// Whether idle ONNX Runtime threads spin. Spinning burns the cores that extraction,
-    /// chunking and storage writes need while a batch waits, so it is off by default
-    /// (`embed.ort_spin`).
+    /// Whether ONNX Runtime's threads spin between the operators of a model run (never after
+    /// it: `session.force_spinning_stop`). Spinning burns the cores that extraction,
+    /// chunking, storage writes and the BM25 leg need, so it is off by default
+    /// (`embed.ort_spin`; on 2 cores it made query embedding p50 faster and whole-recall
+    /// p99 slower, README Benchmarks).
     pub spin: bool,
     /// Download this model with fastembed from the Hugging Face hub instead of using
     /// `model_dir` (e.g. `BAAI/bge-small-en-v1.5`; needs the `hub` feature and internet

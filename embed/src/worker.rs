@@ -106,7 +106,9 @@ type Loaded = (TextEmbedding, ModelSpec, String, tokenizers::Tokenizer);
 
 fn session_settings(config: &EmbedConfig) -> Vec<(String, String)> {
     if config.spin {
-        Vec::new()
+        // Spin between the operators of a run, not after it: the runtime's idle workers
+        // otherwise spin about a million pauses (tens of milliseconds) after every run.
+        vec![("session.force_spinning_stop".into(), "1".into())]
     } else {
         vec![("session.intra_op.allow_spinning".into(), "0".into())]
     }
