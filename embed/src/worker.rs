@@ -106,8 +106,9 @@ type Loaded = (TextEmbedding, ModelSpec, String, tokenizers::Tokenizer);
 
 fn session_settings(config: &EmbedConfig) -> Vec<(String, String)> {
     if config.spin {
-        // Spin between the operators of a run, not after it: the runtime's idle workers
-        // otherwise spin about a million pauses (tens of milliseconds) after every run.
+        // Spin between the operators of a run, not after it: without this the runtime's
+        // idle workers keep spinning after every run, on the cores the BM25 leg and the
+        // store need.
         vec![("session.force_spinning_stop".into(), "1".into())]
     } else {
         vec![("session.intra_op.allow_spinning".into(), "0".into())]
