@@ -514,7 +514,6 @@ async fn bench_ingest(
         "stored_chunks": stored,
         "failed": failed,
         "chunking_seconds": chunking.as_secs_f64(),
-        "chunking_seconds": chunking.as_secs_f64(),
         "raw_embed_seconds": raw.as_secs_f64(),
         "raw_chunks_per_s": raw_rate,
         "ingest_seconds": first.as_secs_f64(),

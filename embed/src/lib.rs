@@ -11,9 +11,12 @@
 //!   of document batches so recall stays fast during a bulk ingest.
 //! - [`EmbeddingCache`] keys vectors by (model id, prefixed text hash) so re-ingests and
 //!   evaluation re-runs never embed the same text twice.
+//! - [`words`] says when a tokenizer's count of a text is the sum of its words' counts, so
+//!   callers that count the same words many times can cache them.
 
 mod cache;
 mod config;
+pub mod words;
 mod worker;
 
 pub use cache::{EmbeddingCache, DEFAULT_MAX_ENTRIES as DEFAULT_CACHE_MAX_ENTRIES};

@@ -4,6 +4,10 @@
 //! exact passage), its PDF page, and for Markdown its heading path, which is prepended to the
 //! text that is embedded (not to the stored text) so a chunk keeps its section's context.
 
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use cairn_embed::words::{counts_by_word, words};
 use cairn_models::limits::MAX_HEADING_BYTES;
 use text_splitter::{ChunkConfig, ChunkSizer, MarkdownSplitter, TextSplitter};
 use tokenizers::Tokenizer;
@@ -77,9 +81,11 @@ impl Chunk {
 }
 
 /// Splits extracted documents into chunks.
+///
+/// Cheap to clone: clones share the tokenizer and its word cache (see [`Sizing`]).
 #[derive(Debug, Clone)]
 pub struct Chunker {
-    tokenizer: Tokenizer,
+    sizing: Arc<Sizing>,
     settings: ChunkSettings,
 }
 
@@ -87,7 +93,7 @@ impl Chunker {
     /// `tokenizer` must have truncation disabled (the embedder's counting tokenizer does).
     pub fn new(tokenizer: Tokenizer, settings: ChunkSettings) -> Self {
         Chunker {
-            tokenizer,
+            sizing: Arc::new(Sizing::new(tokenizer)),
             settings,
         }
     }
@@ -109,7 +115,7 @@ impl Chunker {
         let config = ChunkConfig::new(self.settings.max_tokens)
             .with_overlap(self.settings.overlap_tokens)
             .map_err(|e| IngestError::InvalidInput(e.to_string()))?
-            .with_sizer(TokenSizer::new(&self.tokenizer));
+            .with_sizer(TokenSizer(&self.sizing));
         let splitter = match doc.media_type {
             MediaType::Markdown => Splitter::Markdown(MarkdownSplitter::new(config)),
             MediaType::Text | MediaType::Pdf => Splitter::Text(TextSplitter::new(config)),
@@ -229,6 +235,172 @@ const LONG_TOKEN_BYTES: usize = 32;
 /// What such a token counts for: one per this many bytes, about an English subword's length.
 const BYTES_PER_LONG_TOKEN: usize = 4;
 
+/// Most words the sizer's cache keeps; past that it is emptied and refills with the words in
+/// use (a corpus' vocabulary is far smaller; unique strings such as hashes would grow it
+/// forever). At most about 13 MiB (all words 64 bytes long), a few MiB for real text.
+const MAX_WORDS: usize = 100_000;
+/// Longer words are sized without being cached.
+const MAX_CACHED_WORD: usize = 64;
+
+/// The tokenizer that sizes chunks, with a cache of what each word adds to a chunk's size.
+///
+/// text-splitter sizes many overlapping trial chunks (every level's sections, then binary
+/// searches over them), so each word of a document is tokenized many times over:
+/// `perf` of `cairn bench ingest` put 3.8 % of the pipeline's samples in the sizer, on the
+/// cores the model runs on. When the tokenizer [counts by word](counts_by_word), a chunk's
+/// size is computed exactly from per-word figures, each word tokenized once.
+#[derive(Debug)]
+struct Sizing {
+    tokenizer: Tokenizer,
+    /// The id of the unknown token, the only one that can span a long run.
+    unk: Option<u32>,
+    /// Whether [`WordCost`]s add up to a chunk's (see [`counts_by_word`]).
+    by_word: bool,
+    words: RwLock<HashMap<Box<str>, WordCost>>,
+}
+
+/// What one word contributes to [`Sizing::size_whole`]'s terms, from its own encoding.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct WordCost {
+    /// Tokens.
+    tokens: usize,
+    /// Whether one of them is the unknown token.
+    unknown: bool,
+    /// The tokens counted by [`token_cost`].
+    cost: usize,
+    /// Bytes of the text the tokens span.
+    covered: usize,
+}
+
+impl WordCost {
+    fn add(&mut self, other: &WordCost) {
+        self.tokens += other.tokens;
+        self.unknown |= other.unknown;
+        self.cost += other.cost;
+        self.covered += other.covered;
+    }
+}
+
+impl Sizing {
+    fn new(tokenizer: Tokenizer) -> Self {
+        let unk = ["[UNK]", "<unk>"]
+            .iter()
+            .find_map(|t| tokenizer.token_to_id(t));
+        Sizing {
+            by_word: counts_by_word(&tokenizer),
+            tokenizer,
+            unk,
+            words: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// A chunk's size: [`Sizing::size_whole`]'s figure, from cached words when the tokenizer
+    /// allows (the same number: each term of it is a sum over tokens or over non-whitespace
+    /// bytes, and every token lies inside one word).
+    fn size(&self, chunk: &str) -> usize {
+        if !self.by_word {
+            return self.size_whole(chunk);
+        }
+        let mut total = WordCost::default();
+        let mut misses = Vec::new();
+        {
+            let cache = self.words.read().unwrap_or_else(|e| e.into_inner());
+            for (a, b) in words(chunk) {
+                let word = &chunk[a..b];
+                match cache.get(word) {
+                    Some(cost) => total.add(cost),
+                    None => misses.push(word),
+                }
+            }
+        }
+        if !misses.is_empty() {
+            let costs: Vec<WordCost> = misses.iter().map(|w| self.word_cost(w)).collect();
+            let mut cache = self.words.write().unwrap_or_else(|e| e.into_inner());
+            if cache.len() + misses.len() > MAX_WORDS {
+                cache.clear();
+            }
+            for (word, cost) in misses.into_iter().zip(costs) {
+                total.add(&cost);
+                if word.len() <= MAX_CACHED_WORD {
+                    cache.insert(word.into(), cost);
+                }
+            }
+        }
+        self.finish(chunk, total)
+    }
+
+    /// The figures of one word (or of any text, tokenized whole).
+    fn word_cost(&self, word: &str) -> WordCost {
+        // A WordPiece tokenizer never fails to encode (unknown text becomes `[UNK]`); should
+        // one fail anyway, count the word as one long token of its bytes, which over-counts
+        // and so still bounds the chunk.
+        let Ok(encoding) = self.tokenizer.encode(word, false) else {
+            let n = word.len().div_ceil(BYTES_PER_LONG_TOKEN);
+            return WordCost {
+                tokens: n,
+                unknown: true,
+                cost: n,
+                covered: word.len(),
+            };
+        };
+        let mut cost = WordCost {
+            tokens: encoding.len(),
+            unknown: self
+                .unk
+                .is_some_and(|unk| encoding.get_ids().contains(&unk)),
+            ..WordCost::default()
+        };
+        for &(start, end) in encoding.get_offsets() {
+            let bytes = end.saturating_sub(start);
+            cost.cost += token_cost(bytes);
+            cost.covered += bytes;
+        }
+        cost
+    }
+
+    /// The size from the chunk's totals: its plain token count unless it holds an unknown
+    /// token or far more bytes than its tokens could span (text the normalizer drops, such as
+    /// runs of zero-width characters, makes no token at all); then long tokens count by
+    /// their length, and non-whitespace bytes no token covers count like a long token.
+    fn finish(&self, chunk: &str, total: WordCost) -> usize {
+        let sparse = chunk.len() > (total.tokens + 1) * LONG_TOKEN_BYTES;
+        if !total.unknown && !sparse {
+            return total.tokens;
+        }
+        by_length(chunk, total.cost, total.covered)
+    }
+
+    /// The size from one encoding of the whole chunk: for tokenizers that do not count by
+    /// word, and the reference the cached path is tested against.
+    fn size_whole(&self, chunk: &str) -> usize {
+        // The counting tokenizer has no truncation and no padding (see `Chunker::new`).
+        let Ok(fast) = self.tokenizer.encode_fast(chunk, false) else {
+            return chunk.len().div_ceil(BYTES_PER_LONG_TOKEN);
+        };
+        // `encode_fast` skips offsets: only a chunk that needs them pays for them.
+        let unknown = self.unk.is_some_and(|unk| fast.get_ids().contains(&unk));
+        let sparse = chunk.len() > (fast.len() + 1) * LONG_TOKEN_BYTES;
+        if !unknown && !sparse {
+            return fast.len();
+        }
+        let cost = self.word_cost(chunk);
+        by_length(chunk, cost.cost, cost.covered)
+    }
+}
+
+/// The size of a chunk whose tokens count `cost` by [`token_cost`] and span `covered` bytes:
+/// non-whitespace bytes no token covers count like a long token.
+fn by_length(chunk: &str, cost: usize, covered: usize) -> usize {
+    let text_bytes = chunk
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .map(char::len_utf8)
+        .sum::<usize>();
+    cost + text_bytes
+        .saturating_sub(covered)
+        .div_ceil(BYTES_PER_LONG_TOKEN)
+}
+
 /// Sizes chunks in model tokens, counting an unsplittable token by its length.
 ///
 /// Every real token counts at least 1, so a chunk within `max_tokens` by this measure is
@@ -237,56 +409,11 @@ const BYTES_PER_LONG_TOKEN: usize = 4;
 /// no token over [`LONG_TOKEN_BYTES`], so its chunks are exactly what a plain token count gives
 /// (ids of already-stored chunks do not change).
 #[derive(Debug, Clone, Copy)]
-struct TokenSizer<'a> {
-    tokenizer: &'a Tokenizer,
-    /// The id of the unknown token, the only one that can span a long run.
-    unk: Option<u32>,
-}
-
-impl<'a> TokenSizer<'a> {
-    fn new(tokenizer: &'a Tokenizer) -> Self {
-        let unk = ["[UNK]", "<unk>"]
-            .iter()
-            .find_map(|t| tokenizer.token_to_id(t));
-        TokenSizer { tokenizer, unk }
-    }
-}
+struct TokenSizer<'a>(&'a Sizing);
 
 impl ChunkSizer for TokenSizer<'_> {
     fn size(&self, chunk: &str) -> usize {
-        // The counting tokenizer has no truncation and no padding (see `Chunker::new`), and a
-        // WordPiece tokenizer never fails to encode (unknown text becomes `[UNK]`); should
-        // one fail anyway, count bytes, which over-counts and so still bounds the chunk.
-        let Ok(fast) = self.tokenizer.encode_fast(chunk, false) else {
-            return chunk.len().div_ceil(BYTES_PER_LONG_TOKEN);
-        };
-        // `encode_fast` skips offsets. Only a chunk holding an unknown token, or with far more
-        // bytes than its tokens could span (text the normalizer drops, such as runs of
-        // zero-width characters, makes no token at all), pays for them.
-        let has_unknown = self.unk.is_some_and(|unk| fast.get_ids().contains(&unk));
-        let sparse = chunk.len() > (fast.len() + 1) * LONG_TOKEN_BYTES;
-        if !has_unknown && !sparse {
-            return fast.len();
-        }
-        let Ok(encoding) = self.tokenizer.encode(chunk, false) else {
-            return chunk.len().div_ceil(BYTES_PER_LONG_TOKEN);
-        };
-        let mut size = 0;
-        let mut covered = 0;
-        for &(start, end) in encoding.get_offsets() {
-            let bytes = end.saturating_sub(start);
-            size += token_cost(bytes);
-            covered += bytes;
-        }
-        // Non-whitespace bytes no token covers count like a long token.
-        let text_bytes = chunk
-            .chars()
-            .filter(|c| !c.is_whitespace())
-            .map(char::len_utf8)
-            .sum::<usize>();
-        size + text_bytes
-            .saturating_sub(covered)
-            .div_ceil(BYTES_PER_LONG_TOKEN)
+        self.0.size(chunk)
     }
 }
 
@@ -431,26 +558,59 @@ mod tests {
     #[test]
     fn long_unknown_tokens_count_by_length() {
         let e = crate::fixtures::embedder();
-        let sizer = TokenSizer::new(e.tokenizer());
-        assert!(sizer.unk.is_some());
-        assert_eq!(sizer.size("hello world"), e.count_tokens("hello world"));
+        let sizing = Sizing::new(e.tokenizer().clone());
+        assert!(sizing.unk.is_some());
+        assert!(sizing.by_word, "bge-small's tokenizer counts by word");
+        // Both ways of sizing, twice (the second time from the cache).
+        let size = |text: &str| {
+            let whole = sizing.size_whole(text);
+            assert_eq!(sizing.size(text), whole, "{text:?}");
+            assert_eq!(sizing.size(text), whole, "{text:?}");
+            whole
+        };
+        assert_eq!(size("hello world"), e.count_tokens("hello world"));
         // 99 characters are still split into word pieces; 101 are one `[UNK]`.
         let pieces = "x".repeat(99);
-        assert_eq!(sizer.size(&pieces), e.count_tokens(&pieces));
+        assert_eq!(size(&pieces), e.count_tokens(&pieces));
         let unknown = "x".repeat(101);
         assert_eq!(e.count_tokens(&unknown), 1);
-        assert_eq!(
-            sizer.size(&unknown),
-            101usize.div_ceil(BYTES_PER_LONG_TOKEN)
-        );
-        assert_eq!(sizer.size(&format!("see {unknown} now")), 2 + 26);
+        assert_eq!(size(&unknown), 101usize.div_ceil(BYTES_PER_LONG_TOKEN));
+        assert_eq!(size(&format!("see {unknown} now")), 2 + 26);
         // Zero-width characters make no token but still count by their bytes.
         let invisible = "\u{200B}".repeat(400);
         assert_eq!(e.count_tokens(&invisible), 0);
-        assert_eq!(
-            sizer.size(&invisible),
-            1200usize.div_ceil(BYTES_PER_LONG_TOKEN)
-        );
+        assert_eq!(size(&invisible), 1200usize.div_ceil(BYTES_PER_LONG_TOKEN));
+        // Whitespace alone makes a chunk sparse, without changing its count.
+        assert_eq!(size(&format!("a{}b", " ".repeat(200))), 2);
+        assert!(sizing.words.read().unwrap().len() >= 4);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// The cached, word-by-word size is exactly the size of the whole text's encoding,
+        /// whatever the text: every kind of whitespace (including the control characters
+        /// BERT's normalizer deletes), words the normalizer empties, unknown tokens, special
+        /// tokens written in the text, punctuation, CJK, accents.
+        #[test]
+        fn cached_size_is_the_whole_texts(parts in proptest::collection::vec(proptest::prop_oneof![
+            "[a-zA-Z]{1,12}",
+            "[a-z]{90,130}",
+            "[éüßİ一二三😀]{1,6}",
+            "[.,;:!?()\\[\\]{}'\"-]{1,4}",
+            "\\[SEP\\]|\\[UNK\\]|x\\[MASK\\]y",
+            "[\u{200B}\u{00AD}\u{0}\u{FFFD}]{1,40}",
+            "[ \t\n\r\u{b}\u{c}\u{85}\u{a0}\u{3000}]{1,5}",
+        ], 0..60)) {
+            let sizing = Sizing::new(crate::fixtures::embedder().tokenizer().clone());
+            let text = parts.concat();
+            let whole = sizing.size_whole(&text);
+            proptest::prop_assert_eq!(sizing.size(&text), whole);
+            // Again, now from the cache, and for a slice of it.
+            proptest::prop_assert_eq!(sizing.size(&text), whole);
+            let cut = text.char_indices().nth(text.chars().count() / 3).map_or(0, |(i, _)| i);
+            proptest::prop_assert_eq!(sizing.size(&text[cut..]), sizing.size_whole(&text[cut..]));
+        }
     }
 
     #[test]

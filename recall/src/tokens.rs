@@ -5,7 +5,7 @@
 //! calls normalizes, pre-tokenizes and allocates an encoding; in `cairn bench recall` that
 //! was two thirds of the pack's time. BERT's pipeline (bge-small's) splits on whitespace
 //! before anything else and every later step works inside one word, so a text's count is
-//! the sum of its words' counts: [`WordTokens`] counts each distinct word once, through the
+//! the sum of its words' counts ([`cairn_embed::words`]): [`WordTokens`] counts each distinct word once, through the
 //! real tokenizer, and adds up cached counts after that. The count is the tokenizer's own,
 //! not an estimate (property-tested against it in `recall/tests/recall/pack.rs`).
 //!
@@ -14,6 +14,8 @@
 
 use std::collections::HashMap;
 use std::sync::RwLock;
+
+use cairn_embed::words::{counts_by_word, words};
 
 use crate::pack::TokenCounter;
 
@@ -27,49 +29,14 @@ const MAX_CACHED_WORD: usize = 48;
 #[derive(Debug)]
 pub struct WordTokens {
     tokenizer: tokenizers::Tokenizer,
-    /// Whether the tokenizer splits on whitespace first (see the module docs).
+    /// Whether counts add up word by word ([`counts_by_word`]).
     by_word: bool,
     words: RwLock<HashMap<Box<str>, u32>>,
 }
 
-/// Whitespace as BERT's normalizer and pre-tokenizer see it: Rust's whitespace except the
-/// three control characters the normalizer deletes (so they join, not split, their words).
-fn is_separator(c: char) -> bool {
-    c.is_whitespace() && !matches!(c, '\u{b}' | '\u{c}' | '\u{85}')
-}
-
-/// The words of `text` with their byte ranges.
-fn words(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
-    let mut start: Option<usize> = None;
-    text.char_indices()
-        .map(Some)
-        .chain(std::iter::once(None))
-        .filter_map(move |next| match next {
-            Some((i, c)) if is_separator(c) => start.take().map(|s| (s, i)),
-            Some((i, _)) => {
-                start.get_or_insert(i);
-                None
-            }
-            None => start.take().map(|s| (s, text.len())),
-        })
-}
-
 impl WordTokens {
     pub fn new(tokenizer: tokenizers::Tokenizer) -> Self {
-        use tokenizers::normalizers::NormalizerWrapper;
-        // Whitespace-first pre-tokenizer, and a normalizer that works character by
-        // character (a pattern replace could join or split words).
-        let by_word = tokenizer.additive()
-            && matches!(
-                tokenizer.get_normalizer(),
-                None | Some(
-                    NormalizerWrapper::BertNormalizer(_)
-                        | NormalizerWrapper::Lowercase(_)
-                        | NormalizerWrapper::StripAccents(_)
-                        | NormalizerWrapper::NFD(_)
-                        | NormalizerWrapper::NFKD(_)
-                )
-            );
+        let by_word = counts_by_word(&tokenizer);
         WordTokens {
             tokenizer,
             by_word,
@@ -124,24 +91,5 @@ impl TokenCounter for WordTokens {
 
     fn additive(&self) -> bool {
         self.by_word
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn split(text: &str) -> Vec<&str> {
-        words(text).map(|(a, b)| &text[a..b]).collect()
-    }
-
-    #[test]
-    fn words_split_on_whitespace_only() {
-        assert_eq!(split("  a bc\n\td.e  "), vec!["a", "bc", "d.e"]);
-        assert_eq!(split(""), Vec::<&str>::new());
-        assert_eq!(split("x"), vec!["x"]);
-        assert_eq!(split("é\u{3000}ü"), vec!["é", "ü"]);
-        // Deleted by BERT's normalizer: they join their neighbours.
-        assert_eq!(split("a\u{85}b c\u{b}d"), vec!["a\u{85}b", "c\u{b}d"]);
     }
 }
