@@ -4,8 +4,8 @@
 //! step works inside one word: a text's tokens are its words' tokens, one word after the
 //! other. A caller that counts the same words many times (a pack's trial cuts, a splitter's
 //! trial chunks) can then tokenize each distinct word once and add up cached figures. The
-//! pack's [`WordTokens`](../../cairn_recall/tokens/index.html) and the ingest chunker's sizer
-//! both do; this module holds what they share: which tokenizers allow it, and where words are.
+//! pack's counter (`cairn_recall::tokens::WordTokens`) and the ingest chunker's sizer both
+//! do; this module holds what they share: which tokenizers allow it, and where words are.
 //!
 //! Tokenizers that are not whitespace-first (byte-level BPE, SentencePiece: a word's tokens
 //! depend on the space before it) must be asked about whole texts.
