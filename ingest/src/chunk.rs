@@ -326,7 +326,10 @@ impl Sizing {
                 }
             }
         }
-        self.finish(chunk, total)
+        if plain(chunk, total.tokens, total.unknown) {
+            return total.tokens;
+        }
+        by_length(chunk, total.cost, total.covered)
     }
 
     /// The figures of one word (or of any text, tokenized whole).
@@ -358,18 +361,6 @@ impl Sizing {
         cost
     }
 
-    /// The size from the chunk's totals: its plain token count unless it holds an unknown
-    /// token or far more bytes than its tokens could span (text the normalizer drops, such as
-    /// runs of zero-width characters, makes no token at all); then long tokens count by
-    /// their length, and non-whitespace bytes no token covers count like a long token.
-    fn finish(&self, chunk: &str, total: WordCost) -> usize {
-        let sparse = chunk.len() > (total.tokens + 1) * LONG_TOKEN_BYTES;
-        if !total.unknown && !sparse {
-            return total.tokens;
-        }
-        by_length(chunk, total.cost, total.covered)
-    }
-
     /// The size from one encoding of the whole chunk: for tokenizers that do not count by
     /// word, and the reference the cached path is tested against.
     fn size_whole(&self, chunk: &str) -> usize {
@@ -379,13 +370,20 @@ impl Sizing {
         };
         // `encode_fast` skips offsets: only a chunk that needs them pays for them.
         let unknown = self.unk.is_some_and(|unk| fast.get_ids().contains(&unk));
-        let sparse = chunk.len() > (fast.len() + 1) * LONG_TOKEN_BYTES;
-        if !unknown && !sparse {
+        if plain(chunk, fast.len(), unknown) {
             return fast.len();
         }
         let cost = self.word_cost(chunk);
         by_length(chunk, cost.cost, cost.covered)
     }
+}
+
+/// Whether a chunk of `tokens` tokens is sized by its plain token count: unless it holds an
+/// unknown token or far more bytes than its tokens could span (text the normalizer drops,
+/// such as runs of zero-width characters, makes no token at all); then long tokens count by
+/// their length ([`by_length`]).
+fn plain(chunk: &str, tokens: usize, unknown: bool) -> bool {
+    !unknown && chunk.len() <= (tokens + 1) * LONG_TOKEN_BYTES
 }
 
 /// The size of a chunk whose tokens count `cost` by [`token_cost`] and span `covered` bytes:

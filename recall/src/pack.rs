@@ -56,12 +56,9 @@ impl TokenCounter for tokenizers::Tokenizer {
         }
     }
 
+    /// Counts that add up word by word also add up across line breaks.
     fn additive(&self) -> bool {
-        use tokenizers::pre_tokenizers::PreTokenizerWrapper;
-        matches!(
-            self.get_pre_tokenizer(),
-            Some(PreTokenizerWrapper::BertPreTokenizer(_) | PreTokenizerWrapper::Whitespace(_))
-        )
+        cairn_embed::words::counts_by_word(self)
     }
 }
 

@@ -5,8 +5,8 @@
 //! calls normalizes, pre-tokenizes and allocates an encoding; in `cairn bench recall` that
 //! was two thirds of the pack's time. BERT's pipeline (bge-small's) splits on whitespace
 //! before anything else and every later step works inside one word, so a text's count is
-//! the sum of its words' counts ([`cairn_embed::words`]): [`WordTokens`] counts each distinct word once, through the
-//! real tokenizer, and adds up cached counts after that. The count is the tokenizer's own,
+//! the sum of its words' counts ([`cairn_embed::words`]): [`WordTokens`] counts each
+//! distinct word once, through the real tokenizer, and adds up cached counts after that. The count is the tokenizer's own,
 //! not an estimate (property-tested against it in `recall/tests/recall/pack.rs`).
 //!
 //! Tokenizers that are not whitespace-first (byte-level BPE, SentencePiece: a word's tokens
