@@ -79,9 +79,10 @@ cat > "$MODEL_DIR/cairn-model.json" <<'JSON'
 JSON
 
 # qdrant-edge 0.7.2 with Cairn's patches (patches/qdrant-edge-0.7.2/*.patch), which the
-# workspace's [patch.crates-io] builds instead of the registry copy. The patch is upstream's own
-# fix from qdrant-edge 0.9.0 (a sparse posting-list append walked the whole list, so loading N
-# points cost O(N^2)); 0.9.0 itself needs a newer rustc than the toolchain here. The crate comes
+# workspace's [patch.crates-io] builds instead of the registry copy. The first patch is
+# upstream's own fix from qdrant-edge 0.9.0 (a sparse posting-list append walked the whole list,
+# so loading N points cost O(N^2)); 0.9.0 itself needs a newer rustc than the toolchain here.
+# The others are Cairn's (each file says what and why; ARCHITECTURE.md, Decisions). The crate comes
 # from crates.io through cargo and is checked against the lockfile's sha256 before patching.
 EDGE_VERSION=0.7.2
 EDGE_SHA=b2e5e480105a06c8f1703082758d74a13c98fb7a94df06e12d914460786e55ea

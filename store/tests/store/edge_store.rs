@@ -602,3 +602,143 @@ async fn a_batch_prepared_in_parallel_matches_points_written_one_by_one() {
         .unwrap()
         .is_empty());
 }
+
+/// Each query's BM25 hits (all of them, up to `limit`) as (id, score), by id.
+async fn sparse_answers(
+    store: &EdgeStore,
+    partition: &Partition,
+    queries: &[String],
+    limit: usize,
+) -> Vec<(String, Vec<(Uuid, f32)>)> {
+    let mut all = Vec::new();
+    for q in queries {
+        let hits = store
+            .search(
+                partition,
+                SearchRequest {
+                    mode: SearchMode::Sparse(q.clone()),
+                    filter: Filter::new().eq("kind", "chunk"),
+                    limit,
+                    with_vectors: false,
+                },
+            )
+            .await
+            .unwrap();
+        let mut scored: Vec<(Uuid, f32)> = hits.iter().map(|h| (h.id, h.score)).collect();
+        scored.sort_by_key(|h| h.0);
+        all.push((q.clone(), scored));
+    }
+    all
+}
+
+/// Every file named `name` under `dir`, at any depth.
+fn files_named(dir: &std::path::Path, name: &str) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.file_name().is_some_and(|n| n == name) {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+/// The on-disk BM25 index an index build writes (patch 0004 of qdrant-edge: built a range of
+/// dimensions per pass over the vectors, in bounded memory, instead of every posting in RAM
+/// twice) answers every query as the appendable segment's in-RAM index did before the build,
+/// same hits and scores, and again after a restart; here with a pass budget so small that the
+/// build makes dozens of passes, one of them over a list longer than the budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bm25_index_built_in_bounded_passes_answers_as_before() {
+    const BIG: usize = 384;
+    const N: usize = 8_000;
+    // Past the engine's indexing threshold (10 MB of vectors), so `optimize` builds an
+    // indexed segment with the on-disk sparse index.
+    let dir = tempfile::tempdir().unwrap();
+    let config = StoreConfig::new(dir.path(), BIG);
+    let store = EdgeStore::open(&config).unwrap();
+    let s = scope("t");
+    let partition = s.partition();
+    // Deterministic words: "common" in 3 of 4 texts (a list far over the budget), then a
+    // skewed draw over 500 more, so lists run from one posting to thousands.
+    let syllables = ["ka", "lo", "mi", "ne", "pu", "ra", "si", "to", "vu", "ze"];
+    let word = |i: usize| {
+        format!(
+            "{}{}{}x",
+            syllables[i % 10],
+            syllables[(i / 10) % 10],
+            syllables[(i / 100) % 10]
+        )
+    };
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut batch = Vec::new();
+    for i in 0..N {
+        let mut words = Vec::new();
+        if i % 4 != 0 {
+            words.push("common".to_string());
+        }
+        for _ in 0..8 {
+            let r = (next() % 1000) as usize;
+            words.push(word(r * r / 2000));
+        }
+        let text = words.join(" ");
+        let mut dense: Vec<f32> = (0..BIG).map(|_| (next() % 1000) as f32 - 500.0).collect();
+        let n = dense.iter().map(|x| x * x).sum::<f32>().sqrt();
+        dense.iter_mut().for_each(|x| *x /= n);
+        let mut p = point(&s, i, &text);
+        p.dense = Some(dense);
+        batch.push(p);
+        if batch.len() == 1000 {
+            store.upsert(std::mem::take(&mut batch)).await.unwrap();
+        }
+    }
+    let queries: Vec<String> = (0..40)
+        .map(|q| match q % 4 {
+            0 => word(q * 3),
+            1 => format!("{} {}", word(q), word(q * 7 % 500)),
+            2 => format!("{} {} {}", word(q * 11 % 500), word(q + 200), word(499 - q)),
+            _ => format!("common {}", word(q * 13 % 500)),
+        })
+        .collect();
+    let before = sparse_answers(&store, &partition, &queries, N).await;
+    assert!(before.iter().all(|(_, hits)| !hits.is_empty()));
+    assert!(before.iter().any(|(_, hits)| hits.len() > 4_000));
+
+    qdrant_edge::set_sparse_build_pass_postings(2_000);
+    assert!(store.optimize().await.unwrap(), "an index build ran");
+    assert!(
+        !files_named(dir.path(), "inverted_index.dat").is_empty(),
+        "the build wrote an on-disk BM25 index"
+    );
+    let after = sparse_answers(&store, &partition, &queries, N).await;
+    // A checkpoint first, so that opening replays no journal: replayed writes would add
+    // points to the appendable segment, and the engine counts replaced points in its BM25
+    // statistics (`deletes_keep_counting_in_edge_idf`), which would move every score.
+    store.flush().await.unwrap();
+    drop(store);
+    let reopened =
+        sparse_answers(&EdgeStore::open(&config).unwrap(), &partition, &queries, N).await;
+    for (stage, got) in [("after the build", &after), ("after a restart", &reopened)] {
+        for ((q, want), (_, got)) in before.iter().zip(got) {
+            assert_eq!(want.len(), got.len(), "{stage}: {q}");
+            for ((a, x), (b, y)) in want.iter().zip(got) {
+                assert_eq!(a, b, "{stage}: {q}");
+                assert!(
+                    (x - y).abs() <= 1e-4 * x.abs().max(1.0),
+                    "{stage}: {q}: {x} vs {y}"
+                );
+            }
+        }
+    }
+}
