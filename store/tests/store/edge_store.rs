@@ -715,6 +715,8 @@ async fn a_bm25_index_built_in_bounded_passes_answers_as_before() {
     assert!(before.iter().all(|(_, hits)| !hits.is_empty()));
     assert!(before.iter().any(|(_, hits)| hits.len() > 4_000));
 
+    // Process-wide: another test of this binary building an index meanwhile makes more
+    // passes too, with the same index.
     qdrant_edge::set_sparse_build_pass_postings(2_000);
     assert!(store.optimize().await.unwrap(), "an index build ran");
     assert!(
