@@ -305,6 +305,11 @@ pub trait MemoryStore: Send + Sync + std::fmt::Debug {
     async fn flush(&self) -> Result<()>;
     /// Which engine this is and where.
     fn backend(&self) -> BackendInfo;
+    /// How many segments the engine holds the points in (each is searched on its own), where
+    /// the store knows: the embedded store does, a server store answers `None`.
+    fn segments(&self) -> Option<usize> {
+        None
+    }
     /// Whether the engine answers now (`/readyz`): a server store asks the server.
     async fn health(&self) -> Result<()> {
         Ok(())

@@ -744,3 +744,126 @@ async fn a_bm25_index_built_in_bounded_passes_answers_as_before() {
         }
     }
 }
+
+/// A shard with two large segments (patch 0005 of qdrant-edge searches each on its own
+/// thread): an indexed one and a large appendable one beside it. Every BM25 answer (all hits,
+/// ids and scores) is the one the same points give once the second half is built too, and
+/// again after a restart; a dense query for any stored vector finds that point first, in
+/// whichever segment it lies, and every list comes back ordered by score.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_segments_searched_side_by_side_answer_as_one() {
+    const BIG: usize = 384;
+    // Each half above the patch's 16,384-point threshold, and its vectors past the engine's
+    // indexing threshold (10 MB), so `optimize` builds the first half into an indexed segment.
+    const HALF: usize = 17_000;
+    let dir = tempfile::tempdir().unwrap();
+    let config = StoreConfig::new(dir.path(), BIG);
+    let store = EdgeStore::open(&config).unwrap();
+    let s = scope("t");
+    let partition = s.partition();
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let word = |i: u64| format!("w{i}x");
+    let mut vectors = Vec::with_capacity(2 * HALF);
+    let mut load = async |store: &EdgeStore, range: std::ops::Range<usize>| {
+        let mut batch = Vec::new();
+        for i in range {
+            let words: Vec<String> = (0..6).map(|_| word(next() % 2_000)).collect();
+            let mut p = point(&s, i, &format!("{} only{i}", words.join(" ")));
+            let mut dense: Vec<f32> = (0..BIG).map(|_| (next() % 1000) as f32 - 500.0).collect();
+            let n = dense.iter().map(|x| x * x).sum::<f32>().sqrt();
+            dense.iter_mut().for_each(|x| *x /= n);
+            vectors.push(dense.clone());
+            p.dense = Some(dense);
+            batch.push(p);
+            if batch.len() == 1000 {
+                store.upsert(std::mem::take(&mut batch)).await.unwrap();
+            }
+        }
+        store.upsert(batch).await.unwrap();
+    };
+    load(&store, 0..HALF).await;
+    assert!(store.optimize().await.unwrap(), "the first half was built");
+    load(&store, HALF..2 * HALF).await;
+    assert!(
+        store.segments().unwrap() >= 2,
+        "an indexed segment and the appendable one"
+    );
+
+    // Words shared across both halves, and each point's own word: one query's hits lie in
+    // both segments.
+    let queries: Vec<String> = (0..30)
+        .map(|q| match q % 3 {
+            0 => word(q * 61 % 2_000),
+            1 => format!("{} {}", word(q * 7), word(1_999 - q)),
+            _ => format!("only{} only{} {}", q * 11, HALF as u64 + q * 13, word(q)),
+        })
+        .collect();
+    let side_by_side = sparse_answers(&store, &partition, &queries, 2 * HALF).await;
+    assert!(side_by_side.iter().all(|(_, hits)| !hits.is_empty()));
+    let first: std::collections::HashSet<Uuid> = (0..HALF)
+        .map(|i| Uuid::new_v5(&Uuid::NAMESPACE_OID, format!("t-{i}").as_bytes()))
+        .collect();
+    let in_first = |id: &Uuid| first.contains(id);
+    assert!(
+        side_by_side
+            .iter()
+            .any(|(_, hits)| hits.iter().any(|h| in_first(&h.0))
+                && hits.iter().any(|h| !in_first(&h.0))),
+        "some answer joins hits from both segments"
+    );
+
+    let dense_top = async |store: &EdgeStore, i: usize| {
+        let hits = store
+            .search(
+                &partition,
+                SearchRequest {
+                    mode: SearchMode::Dense(vectors[i].clone()),
+                    filter: Filter::new().eq("kind", "chunk"),
+                    limit: 10,
+                    with_vectors: false,
+                },
+            )
+            .await
+            .unwrap();
+        assert!(hits.windows(2).all(|w| w[0].score >= w[1].score), "ordered");
+        hits[0].id
+    };
+    let probes: Vec<usize> = (0..20).map(|k| k * 1_699 % (2 * HALF)).collect();
+    for &i in &probes {
+        let want = Uuid::new_v5(&Uuid::NAMESPACE_OID, format!("t-{i}").as_bytes());
+        assert_eq!(dense_top(&store, i).await, want, "point {i} finds itself");
+    }
+
+    assert!(store.optimize().await.unwrap(), "the second half was built");
+    let built = sparse_answers(&store, &partition, &queries, 2 * HALF).await;
+    store.flush().await.unwrap();
+    drop(store);
+    let store = EdgeStore::open(&config).unwrap();
+    let reopened = sparse_answers(&store, &partition, &queries, 2 * HALF).await;
+    for (stage, got) in [("once built", &built), ("after a restart", &reopened)] {
+        for ((q, want), (_, got)) in side_by_side.iter().zip(got) {
+            assert_eq!(want.len(), got.len(), "{stage}: {q}");
+            for ((a, x), (b, y)) in want.iter().zip(got) {
+                assert_eq!(a, b, "{stage}: {q}");
+                assert!(
+                    (x - y).abs() <= 1e-4 * x.abs().max(1.0),
+                    "{stage}: {q}: {x} vs {y}"
+                );
+            }
+        }
+    }
+    for &i in &probes {
+        let want = Uuid::new_v5(&Uuid::NAMESPACE_OID, format!("t-{i}").as_bytes());
+        assert_eq!(
+            dense_top(&store, i).await,
+            want,
+            "point {i} after a restart"
+        );
+    }
+}
