@@ -851,6 +851,7 @@ async fn bench_recall(
     // A clean restart: checkpoint, close everything, re-open the store and count its points.
     store.flush().await?;
     let data_dir_bytes = dir_bytes(ws.path());
+    let segments = store.segments();
     let anon_serving = status_mib("RssAnon");
     let file_serving = status_mib("RssFile");
     let peak_anon = anon_peak.finish();
@@ -905,6 +906,7 @@ async fn bench_recall(
         "anon_rss_after_index_mib": anon_after_index,
         "file_rss_mib": file_serving,
         "data_dir_mib": data_dir_bytes as f64 / (1024.0 * 1024.0),
+        "segments": segments,
         "reopen_seconds": reopen.map(|d| d.as_secs_f64()),
         "reopened_points": reopened_points,
     });
@@ -973,8 +975,9 @@ async fn bench_recall(
             mib(file_serving)
         );
         println!(
-            "data directory    {:.0} MiB; re-open {} ({} points)",
+            "data directory    {:.0} MiB in {} segments; re-open {} ({} points)",
             data_dir_bytes as f64 / (1024.0 * 1024.0),
+            segments.map_or("-".to_string(), |n| n.to_string()),
             reopen.map_or("-".to_string(), |d| format!("{:.2} s", d.as_secs_f64())),
             reopened_points.map_or("-".to_string(), |n| n.to_string())
         );
