@@ -603,13 +603,16 @@ async fn a_batch_prepared_in_parallel_matches_points_written_one_by_one() {
         .is_empty());
 }
 
+/// Each query with its hits as (id, score), sorted by id.
+type Answers = Vec<(String, Vec<(Uuid, f32)>)>;
+
 /// Each query's BM25 hits (all of them, up to `limit`) as (id, score), by id.
 async fn sparse_answers(
     store: &EdgeStore,
     partition: &Partition,
     queries: &[String],
     limit: usize,
-) -> Vec<(String, Vec<(Uuid, f32)>)> {
+) -> Answers {
     let mut all = Vec::new();
     for q in queries {
         let hits = store
@@ -648,6 +651,41 @@ fn files_named(dir: &std::path::Path, name: &str) -> Vec<std::path::PathBuf> {
     found
 }
 
+/// A deterministic xorshift stream: test data without a random-number crate.
+fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}
+
+/// A unit vector of `dim` coordinates drawn from `next`.
+fn random_unit(next: &mut impl FnMut() -> u64, dim: usize) -> Vec<f32> {
+    let mut v: Vec<f32> = (0..dim).map(|_| (next() % 1000) as f32 - 500.0).collect();
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.iter_mut().for_each(|x| *x /= n);
+    v
+}
+
+/// Each stage's answers are `want`'s: the same hits in the same order, scores equal to
+/// within float rounding.
+fn assert_same_answers(want: &Answers, stages: &[(&str, &Answers)]) {
+    for (stage, got) in stages {
+        for ((q, want), (_, got)) in want.iter().zip(got.iter()) {
+            assert_eq!(want.len(), got.len(), "{stage}: {q}");
+            for ((a, x), (b, y)) in want.iter().zip(got) {
+                assert_eq!(a, b, "{stage}: {q}");
+                assert!(
+                    (x - y).abs() <= 1e-4 * x.abs().max(1.0),
+                    "{stage}: {q}: {x} vs {y}"
+                );
+            }
+        }
+    }
+}
+
 /// The on-disk BM25 index an index build writes (patch 0004 of qdrant-edge: built a range of
 /// dimensions per pass over the vectors, in bounded memory, instead of every posting in RAM
 /// twice) answers every query as the appendable segment's in-RAM index did before the build,
@@ -675,13 +713,7 @@ async fn a_bm25_index_built_in_bounded_passes_answers_as_before() {
             syllables[(i / 100) % 10]
         )
     };
-    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
     let mut batch = Vec::new();
     for i in 0..N {
         let mut words = Vec::new();
@@ -693,11 +725,8 @@ async fn a_bm25_index_built_in_bounded_passes_answers_as_before() {
             words.push(word(r * r / 2000));
         }
         let text = words.join(" ");
-        let mut dense: Vec<f32> = (0..BIG).map(|_| (next() % 1000) as f32 - 500.0).collect();
-        let n = dense.iter().map(|x| x * x).sum::<f32>().sqrt();
-        dense.iter_mut().for_each(|x| *x /= n);
         let mut p = point(&s, i, &text);
-        p.dense = Some(dense);
+        p.dense = Some(random_unit(&mut next, BIG));
         batch.push(p);
         if batch.len() == 1000 {
             store.upsert(std::mem::take(&mut batch)).await.unwrap();
@@ -731,18 +760,10 @@ async fn a_bm25_index_built_in_bounded_passes_answers_as_before() {
     drop(store);
     let reopened =
         sparse_answers(&EdgeStore::open(&config).unwrap(), &partition, &queries, N).await;
-    for (stage, got) in [("after the build", &after), ("after a restart", &reopened)] {
-        for ((q, want), (_, got)) in before.iter().zip(got) {
-            assert_eq!(want.len(), got.len(), "{stage}: {q}");
-            for ((a, x), (b, y)) in want.iter().zip(got) {
-                assert_eq!(a, b, "{stage}: {q}");
-                assert!(
-                    (x - y).abs() <= 1e-4 * x.abs().max(1.0),
-                    "{stage}: {q}: {x} vs {y}"
-                );
-            }
-        }
-    }
+    assert_same_answers(
+        &before,
+        &[("after the build", &after), ("after a restart", &reopened)],
+    );
 }
 
 /// A shard with two large segments (patch 0005 of qdrant-edge searches each on its own
@@ -761,13 +782,7 @@ async fn large_segments_searched_side_by_side_answer_as_one() {
     let store = EdgeStore::open(&config).unwrap();
     let s = scope("t");
     let partition = s.partition();
-    let mut state = 0x2545_f491_4f6c_dd1d_u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = xorshift(0x2545_f491_4f6c_dd1d);
     let word = |i: u64| format!("w{i}x");
     let mut vectors = Vec::with_capacity(2 * HALF);
     let mut load = async |store: &EdgeStore, range: std::ops::Range<usize>| {
@@ -775,9 +790,7 @@ async fn large_segments_searched_side_by_side_answer_as_one() {
         for i in range {
             let words: Vec<String> = (0..6).map(|_| word(next() % 2_000)).collect();
             let mut p = point(&s, i, &format!("{} only{i}", words.join(" ")));
-            let mut dense: Vec<f32> = (0..BIG).map(|_| (next() % 1000) as f32 - 500.0).collect();
-            let n = dense.iter().map(|x| x * x).sum::<f32>().sqrt();
-            dense.iter_mut().for_each(|x| *x /= n);
+            let dense = random_unit(&mut next, BIG);
             vectors.push(dense.clone());
             p.dense = Some(dense);
             batch.push(p);
@@ -846,18 +859,10 @@ async fn large_segments_searched_side_by_side_answer_as_one() {
     drop(store);
     let store = EdgeStore::open(&config).unwrap();
     let reopened = sparse_answers(&store, &partition, &queries, 2 * HALF).await;
-    for (stage, got) in [("once built", &built), ("after a restart", &reopened)] {
-        for ((q, want), (_, got)) in side_by_side.iter().zip(got) {
-            assert_eq!(want.len(), got.len(), "{stage}: {q}");
-            for ((a, x), (b, y)) in want.iter().zip(got) {
-                assert_eq!(a, b, "{stage}: {q}");
-                assert!(
-                    (x - y).abs() <= 1e-4 * x.abs().max(1.0),
-                    "{stage}: {q}: {x} vs {y}"
-                );
-            }
-        }
-    }
+    assert_same_answers(
+        &side_by_side,
+        &[("once built", &built), ("after a restart", &reopened)],
+    );
     for &i in &probes {
         let want = Uuid::new_v5(&Uuid::NAMESPACE_OID, format!("t-{i}").as_bytes());
         assert_eq!(
