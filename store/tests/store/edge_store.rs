@@ -483,10 +483,12 @@ async fn a_data_directory_of_main_4219785_still_opens() {
 }
 
 /// A new data directory gets the bounded-memory layout: vectors, sparse index and payload
-/// on disk, the HNSW graph and int8 vectors in RAM, and of the payload indexes only those
-/// that every recall's filter checks (the partition's fields, `kind`, `keys`) in RAM.
+/// on disk, the HNSW graph in RAM, int8 vectors memory-mapped (prefaulted on load: see
+/// `int8_copies_are_mapped_and_prefaulted_when_a_segment_loads`), and of the payload indexes
+/// only those that every recall's filter checks (the partition's fields, `kind`, `keys`) in
+/// RAM.
 #[tokio::test]
-async fn a_new_data_directory_keeps_vectors_on_disk_and_int8_copies_in_ram() {
+async fn a_new_data_directory_keeps_vectors_on_disk_and_the_graph_in_ram() {
     let dir = tempfile::tempdir().unwrap();
     drop(open(dir.path()));
     let config: serde_json::Value = serde_json::from_str(
@@ -498,7 +500,7 @@ async fn a_new_data_directory_keeps_vectors_on_disk_and_int8_copies_in_ram() {
     assert_eq!(config["sparse_vectors"]["bm25"]["on_disk"], true);
     assert_eq!(config["hnsw_config"]["on_disk"], false);
     assert_eq!(config["quantization_config"]["scalar"]["type"], "int8");
-    assert_eq!(config["quantization_config"]["scalar"]["always_ram"], true);
+    assert_eq!(config["quantization_config"]["scalar"]["always_ram"], false);
     // Each segment records its payload indexes' settings (a new store has its appendable
     // segment only).
     let segments: Vec<_> = std::fs::read_dir(dir.path().join("qdrant/segments"))
@@ -863,6 +865,125 @@ async fn large_segments_searched_side_by_side_answer_as_one() {
         &side_by_side,
         &[("once built", &built), ("after a restart", &reopened)],
     );
+    for &i in &probes {
+        let want = Uuid::new_v5(&Uuid::NAMESPACE_OID, format!("t-{i}").as_bytes());
+        assert_eq!(
+            dense_top(&store, i).await,
+            want,
+            "point {i} after a restart"
+        );
+    }
+}
+
+/// Resident and anonymous bytes of this process's mappings of `file`, from
+/// `/proc/self/smaps` (Linux): the kernel's own count of which pages are mapped.
+#[cfg(target_os = "linux")]
+fn mapped_bytes(file: &std::path::Path) -> (u64, u64) {
+    let file = file.canonicalize().unwrap();
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let (mut rss, mut anon, mut inside) = (0, 0, false);
+    for line in smaps.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if first.contains('-') && !first.ends_with(':') {
+            // A mapping's header: `start-end perms offset dev inode [path]`.
+            inside = line.split_whitespace().nth(5).map(std::path::Path::new) == Some(&file);
+        } else if inside {
+            let kib = |l: &str| -> u64 { l.split_whitespace().nth(1).unwrap().parse().unwrap() };
+            if line.starts_with("Rss:") {
+                rss += kib(line) * 1024;
+            } else if line.starts_with("Anonymous:") {
+                anon += kib(line) * 1024;
+            }
+        }
+    }
+    (rss, anon)
+}
+
+/// The int8 copies of a built segment are a memory-mapped file (`always_ram: false`), and
+/// the engine prefaults them when the segment loads (qdrant-edge patch 0006), both right
+/// after an index build and when the store re-opens: before any search has touched them,
+/// every page is mapped into the process, as file pages, not anonymous memory. Dense
+/// searches over them find each stored vector first, before and after the restart.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn int8_copies_are_mapped_and_prefaulted_when_a_segment_loads() {
+    const BIG: usize = 384;
+    // Past the engine's indexing threshold (10 MB of vectors), so `optimize` builds a segment
+    // with an HNSW graph and int8 copies.
+    const N: usize = 8_000;
+    let dir = tempfile::tempdir().unwrap();
+    let config = StoreConfig::new(dir.path(), BIG);
+    let store = EdgeStore::open(&config).unwrap();
+    let s = scope("t");
+    let partition = s.partition();
+    let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
+    let mut vectors = Vec::with_capacity(N);
+    let mut batch = Vec::new();
+    for i in 0..N {
+        let mut p = point(&s, i, &format!("note number {i}"));
+        let dense = random_unit(&mut next, BIG);
+        vectors.push(dense.clone());
+        p.dense = Some(dense);
+        batch.push(p);
+        if batch.len() == 1000 {
+            store.upsert(std::mem::take(&mut batch)).await.unwrap();
+        }
+    }
+    store.upsert(batch).await.unwrap();
+    assert!(store.optimize().await.unwrap(), "the points were built");
+
+    let copies = files_named(&dir.path().join("qdrant"), "quantized.data");
+    assert_eq!(
+        copies.len(),
+        1,
+        "one built segment with int8 copies: {copies:?}"
+    );
+    let size = std::fs::metadata(&copies[0]).unwrap().len();
+    assert!(
+        size >= (N * BIG) as u64,
+        "{size} bytes for {N} int8 vectors"
+    );
+    let resident = |stage: &str| {
+        let (rss, anon) = mapped_bytes(&copies[0]);
+        // Whole pages: the mapping's last page may hold less than 4 KiB of the file.
+        assert!(
+            rss >= size / 4096 * 4096,
+            "{stage}: {rss} of {size} bytes of int8 copies mapped before any search"
+        );
+        assert_eq!(anon, 0, "{stage}: the copies are file pages");
+    };
+    resident("after the build");
+
+    let dense_top = async |store: &EdgeStore, i: usize| {
+        let hits = store
+            .search(
+                &partition,
+                SearchRequest {
+                    mode: SearchMode::Dense(vectors[i].clone()),
+                    filter: Filter::new().eq("kind", "chunk"),
+                    limit: 10,
+                    with_vectors: false,
+                },
+            )
+            .await
+            .unwrap();
+        hits[0].id
+    };
+    let probes: Vec<usize> = (0..20).map(|k| k * 397 % N).collect();
+    for &i in &probes {
+        let want = Uuid::new_v5(&Uuid::NAMESPACE_OID, format!("t-{i}").as_bytes());
+        assert_eq!(dense_top(&store, i).await, want, "point {i} finds itself");
+    }
+    store.flush().await.unwrap();
+    drop(store);
+    assert_eq!(
+        mapped_bytes(&copies[0]),
+        (0, 0),
+        "a closed store unmaps its copies"
+    );
+
+    let store = EdgeStore::open(&config).unwrap();
+    resident("after a restart");
     for &i in &probes {
         let want = Uuid::new_v5(&Uuid::NAMESPACE_OID, format!("t-{i}").as_bytes());
         assert_eq!(
