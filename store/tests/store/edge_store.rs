@@ -688,6 +688,61 @@ fn assert_same_answers(want: &Answers, stages: &[(&str, &Answers)]) {
     }
 }
 
+/// Writes points `range` of `s` in batches of 1,000, point `i` with the text `text(i, next)`
+/// and a random 384-d unit vector from `next`, which is appended to `vectors`.
+async fn write_random_points(
+    store: &EdgeStore,
+    s: &Scope,
+    range: std::ops::Range<usize>,
+    next: &mut impl FnMut() -> u64,
+    vectors: &mut Vec<Vec<f32>>,
+    text: impl Fn(usize, &mut dyn FnMut() -> u64) -> String,
+) {
+    let mut batch = Vec::new();
+    for i in range {
+        let mut p = point(s, i, &text(i, next));
+        let dense = random_unit(next, 384);
+        vectors.push(dense.clone());
+        p.dense = Some(dense);
+        batch.push(p);
+        if batch.len() == 1000 {
+            store.upsert(std::mem::take(&mut batch)).await.unwrap();
+        }
+    }
+    store.upsert(batch).await.unwrap();
+}
+
+/// For each probe `i`, a dense query for `vectors[i]` answers point `i` (of `scope("t")`)
+/// first, its hits ordered by score.
+async fn assert_points_find_themselves(
+    store: &EdgeStore,
+    partition: &Partition,
+    vectors: &[Vec<f32>],
+    probes: &[usize],
+    stage: &str,
+) {
+    for &i in probes {
+        let hits = store
+            .search(
+                partition,
+                SearchRequest {
+                    mode: SearchMode::Dense(vectors[i].clone()),
+                    filter: Filter::new().eq("kind", "chunk"),
+                    limit: 10,
+                    with_vectors: false,
+                },
+            )
+            .await
+            .unwrap();
+        assert!(
+            hits.windows(2).all(|w| w[0].score >= w[1].score),
+            "{stage}: ordered"
+        );
+        let want = Uuid::new_v5(&Uuid::NAMESPACE_OID, format!("t-{i}").as_bytes());
+        assert_eq!(hits[0].id, want, "{stage}: point {i} finds itself");
+    }
+}
+
 /// The on-disk BM25 index an index build writes (patch 0004 of qdrant-edge: built a range of
 /// dimensions per pass over the vectors, in bounded memory, instead of every posting in RAM
 /// twice) answers every query as the appendable segment's in-RAM index did before the build,
@@ -787,24 +842,13 @@ async fn large_segments_searched_side_by_side_answer_as_one() {
     let mut next = xorshift(0x2545_f491_4f6c_dd1d);
     let word = |i: u64| format!("w{i}x");
     let mut vectors = Vec::with_capacity(2 * HALF);
-    let mut load = async |store: &EdgeStore, range: std::ops::Range<usize>| {
-        let mut batch = Vec::new();
-        for i in range {
-            let words: Vec<String> = (0..6).map(|_| word(next() % 2_000)).collect();
-            let mut p = point(&s, i, &format!("{} only{i}", words.join(" ")));
-            let dense = random_unit(&mut next, BIG);
-            vectors.push(dense.clone());
-            p.dense = Some(dense);
-            batch.push(p);
-            if batch.len() == 1000 {
-                store.upsert(std::mem::take(&mut batch)).await.unwrap();
-            }
-        }
-        store.upsert(batch).await.unwrap();
+    let text = |i: usize, next: &mut dyn FnMut() -> u64| {
+        let words: Vec<String> = (0..6).map(|_| word(next() % 2_000)).collect();
+        format!("{} only{i}", words.join(" "))
     };
-    load(&store, 0..HALF).await;
+    write_random_points(&store, &s, 0..HALF, &mut next, &mut vectors, text).await;
     assert!(store.optimize().await.unwrap(), "the first half was built");
-    load(&store, HALF..2 * HALF).await;
+    write_random_points(&store, &s, HALF..2 * HALF, &mut next, &mut vectors, text).await;
     assert!(
         store.segments().unwrap() >= 2,
         "an indexed segment and the appendable one"
@@ -833,27 +877,8 @@ async fn large_segments_searched_side_by_side_answer_as_one() {
         "some answer joins hits from both segments"
     );
 
-    let dense_top = async |store: &EdgeStore, i: usize| {
-        let hits = store
-            .search(
-                &partition,
-                SearchRequest {
-                    mode: SearchMode::Dense(vectors[i].clone()),
-                    filter: Filter::new().eq("kind", "chunk"),
-                    limit: 10,
-                    with_vectors: false,
-                },
-            )
-            .await
-            .unwrap();
-        assert!(hits.windows(2).all(|w| w[0].score >= w[1].score), "ordered");
-        hits[0].id
-    };
     let probes: Vec<usize> = (0..20).map(|k| k * 1_699 % (2 * HALF)).collect();
-    for &i in &probes {
-        let want = Uuid::new_v5(&Uuid::NAMESPACE_OID, format!("t-{i}").as_bytes());
-        assert_eq!(dense_top(&store, i).await, want, "point {i} finds itself");
-    }
+    assert_points_find_themselves(&store, &partition, &vectors, &probes, "").await;
 
     assert!(store.optimize().await.unwrap(), "the second half was built");
     let built = sparse_answers(&store, &partition, &queries, 2 * HALF).await;
@@ -865,14 +890,7 @@ async fn large_segments_searched_side_by_side_answer_as_one() {
         &side_by_side,
         &[("once built", &built), ("after a restart", &reopened)],
     );
-    for &i in &probes {
-        let want = Uuid::new_v5(&Uuid::NAMESPACE_OID, format!("t-{i}").as_bytes());
-        assert_eq!(
-            dense_top(&store, i).await,
-            want,
-            "point {i} after a restart"
-        );
-    }
+    assert_points_find_themselves(&store, &partition, &vectors, &probes, "after a restart").await;
 }
 
 /// Resident and anonymous bytes of this process's mappings of `file`, from
@@ -918,18 +936,8 @@ async fn int8_copies_are_mapped_and_prefaulted_when_a_segment_loads() {
     let partition = s.partition();
     let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
     let mut vectors = Vec::with_capacity(N);
-    let mut batch = Vec::new();
-    for i in 0..N {
-        let mut p = point(&s, i, &format!("note number {i}"));
-        let dense = random_unit(&mut next, BIG);
-        vectors.push(dense.clone());
-        p.dense = Some(dense);
-        batch.push(p);
-        if batch.len() == 1000 {
-            store.upsert(std::mem::take(&mut batch)).await.unwrap();
-        }
-    }
-    store.upsert(batch).await.unwrap();
+    let text = |i: usize, _: &mut dyn FnMut() -> u64| format!("note number {i}");
+    write_random_points(&store, &s, 0..N, &mut next, &mut vectors, text).await;
     assert!(store.optimize().await.unwrap(), "the points were built");
 
     let copies = files_named(&dir.path().join("qdrant"), "quantized.data");
@@ -954,26 +962,8 @@ async fn int8_copies_are_mapped_and_prefaulted_when_a_segment_loads() {
     };
     resident("after the build");
 
-    let dense_top = async |store: &EdgeStore, i: usize| {
-        let hits = store
-            .search(
-                &partition,
-                SearchRequest {
-                    mode: SearchMode::Dense(vectors[i].clone()),
-                    filter: Filter::new().eq("kind", "chunk"),
-                    limit: 10,
-                    with_vectors: false,
-                },
-            )
-            .await
-            .unwrap();
-        hits[0].id
-    };
     let probes: Vec<usize> = (0..20).map(|k| k * 397 % N).collect();
-    for &i in &probes {
-        let want = Uuid::new_v5(&Uuid::NAMESPACE_OID, format!("t-{i}").as_bytes());
-        assert_eq!(dense_top(&store, i).await, want, "point {i} finds itself");
-    }
+    assert_points_find_themselves(&store, &partition, &vectors, &probes, "").await;
     store.flush().await.unwrap();
     drop(store);
     assert_eq!(
@@ -984,12 +974,5 @@ async fn int8_copies_are_mapped_and_prefaulted_when_a_segment_loads() {
 
     let store = EdgeStore::open(&config).unwrap();
     resident("after a restart");
-    for &i in &probes {
-        let want = Uuid::new_v5(&Uuid::NAMESPACE_OID, format!("t-{i}").as_bytes());
-        assert_eq!(
-            dense_top(&store, i).await,
-            want,
-            "point {i} after a restart"
-        );
-    }
+    assert_points_find_themselves(&store, &partition, &vectors, &probes, "after a restart").await;
 }
