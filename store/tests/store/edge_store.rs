@@ -10,6 +10,9 @@ use cairn_store::{
 use uuid::Uuid;
 
 const DIM: usize = 8;
+/// The real model's dimension, for the tests whose vectors must pass the engine's indexing
+/// threshold (10 MB) in a few thousand points.
+const BIG: usize = 384;
 
 fn scope(tenant: &str) -> Scope {
     Scope::new(tenant, "u", "n", "a", "s").unwrap()
@@ -689,7 +692,7 @@ fn assert_same_answers(want: &Answers, stages: &[(&str, &Answers)]) {
 }
 
 /// Writes points `range` of `s` in batches of 1,000, point `i` with the text `text(i, next)`
-/// and a random 384-d unit vector from `next`, which is appended to `vectors`.
+/// and a random `BIG`-d unit vector from `next`, which is appended to `vectors`.
 async fn write_random_points(
     store: &EdgeStore,
     s: &Scope,
@@ -701,7 +704,7 @@ async fn write_random_points(
     let mut batch = Vec::new();
     for i in range {
         let mut p = point(s, i, &text(i, next));
-        let dense = random_unit(next, 384);
+        let dense = random_unit(next, BIG);
         vectors.push(dense.clone());
         p.dense = Some(dense);
         batch.push(p);
@@ -750,7 +753,6 @@ async fn assert_points_find_themselves(
 /// build makes dozens of passes, one of them over a list longer than the budget.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bm25_index_built_in_bounded_passes_answers_as_before() {
-    const BIG: usize = 384;
     const N: usize = 8_000;
     // Past the engine's indexing threshold (10 MB of vectors), so `optimize` builds an
     // indexed segment with the on-disk sparse index.
@@ -830,7 +832,6 @@ async fn a_bm25_index_built_in_bounded_passes_answers_as_before() {
 /// whichever segment it lies, and every list comes back ordered by score.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_segments_searched_side_by_side_answer_as_one() {
-    const BIG: usize = 384;
     // Each half above the patch's 16,384-point threshold, and its vectors past the engine's
     // indexing threshold (10 MB), so `optimize` builds the first half into an indexed segment.
     const HALF: usize = 17_000;
@@ -878,7 +879,7 @@ async fn large_segments_searched_side_by_side_answer_as_one() {
     );
 
     let probes: Vec<usize> = (0..20).map(|k| k * 1_699 % (2 * HALF)).collect();
-    assert_points_find_themselves(&store, &partition, &vectors, &probes, "").await;
+    assert_points_find_themselves(&store, &partition, &vectors, &probes, "two segments").await;
 
     assert!(store.optimize().await.unwrap(), "the second half was built");
     let built = sparse_answers(&store, &partition, &queries, 2 * HALF).await;
@@ -925,7 +926,6 @@ fn mapped_bytes(file: &std::path::Path) -> (u64, u64) {
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn int8_copies_are_mapped_and_prefaulted_when_a_segment_loads() {
-    const BIG: usize = 384;
     // Past the engine's indexing threshold (10 MB of vectors), so `optimize` builds a segment
     // with an HNSW graph and int8 copies.
     const N: usize = 8_000;
@@ -963,7 +963,7 @@ async fn int8_copies_are_mapped_and_prefaulted_when_a_segment_loads() {
     resident("after the build");
 
     let probes: Vec<usize> = (0..20).map(|k| k * 397 % N).collect();
-    assert_points_find_themselves(&store, &partition, &vectors, &probes, "").await;
+    assert_points_find_themselves(&store, &partition, &vectors, &probes, "after the build").await;
     store.flush().await.unwrap();
     drop(store);
     assert_eq!(
