@@ -15,6 +15,9 @@
 //! hits). Each client thread opens its keep-alive connection before the clock starts, and one
 //! warm-up recall runs before the recall phase. Traffic goes only to 127.0.0.1; the run stops
 //! after the fixed request counts.
+//!
+//! The embedder runs with its defaults; `CAIRN_EMBED_WORKERS` and `CAIRN_ORT_THREADS` set
+//! its workers and each session's threads as they do for `cairn serve`, to compare them.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -171,11 +174,28 @@ fn main() -> anyhow::Result<()> {
 
     let dir = tempfile::tempdir()?;
     let opened = Instant::now();
-    let engine = Engine::open(dir.path()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut embed = cairn_embed::EmbedConfig::default();
+    let positive = |var: &str| -> anyhow::Result<Option<usize>> {
+        std::env::var(var)
+            .ok()
+            .map(|v| match v.parse::<usize>() {
+                Ok(n) if n > 0 => Ok(n),
+                _ => Err(anyhow::anyhow!("{var}={v}: expected a positive number")),
+            })
+            .transpose()
+    };
+    if let Some(n) = positive("CAIRN_EMBED_WORKERS")? {
+        embed.workers = n;
+    }
+    embed.intra_threads = positive("CAIRN_ORT_THREADS")?;
+    let engine = Engine::open_with(dir.path(), &embed, Default::default())
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     println!(
-        "engine: model {} loaded in {:.1}s",
+        "engine: model {} loaded in {:.1}s (embedding workers: up to {}, {} threads each)",
         engine.embedder().model_id(),
-        opened.elapsed().as_secs_f64()
+        opened.elapsed().as_secs_f64(),
+        embed.workers,
+        embed.session_threads()
     );
     let state = Arc::new(AppState {
         engine: Arc::new(engine),
@@ -238,10 +258,12 @@ fn main() -> anyhow::Result<()> {
         let c = run_phase("complete", &base, completes, concurrency, complete);
         errors += r.errors.load(Ordering::Relaxed) + c.errors.load(Ordering::Relaxed);
     }
-    let (runs, texts) = state.engine.embedder().query_runs();
+    let embedder = state.engine.embedder();
+    let (runs, texts) = embedder.query_runs();
     println!(
-        "embedder: {texts} query texts in {runs} model runs (mean batch {:.2})",
-        texts as f64 / runs.max(1) as f64
+        "embedder: {texts} query texts in {runs} model runs (mean batch {:.2}); {} workers",
+        texts as f64 / runs.max(1) as f64,
+        embedder.workers()
     );
 
     let points = runtime.block_on(state.engine.store().count_all())?;

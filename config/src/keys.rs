@@ -156,7 +156,14 @@ pub const KEYS: &[Key] = &[
         "CAIRN_ORT_THREADS",
         None,
         "",
-        "ONNX Runtime intra-op threads (unset: all cores)",
+        "ONNX Runtime intra-op threads of each embedding worker's session (unset: the cores divided among `embed.workers`, at least 1)",
+    ),
+    key(
+        "embed.workers",
+        "CAIRN_EMBED_WORKERS",
+        None,
+        "cores, at most 4",
+        "most embedding workers, each a thread with its own model session; the first starts with the process, the others only when work waits while all are busy (each costs its session's memory)",
     ),
     key(
         "embed.ort_spin",

@@ -358,6 +358,7 @@ impl Config {
             "embed.ort_library" => path(&e.ort_library),
             "embed.batch" => e.batch_size.to_string(),
             "embed.ort_threads" => e.intra_threads.map(|n| n.to_string()).unwrap_or_default(),
+            "embed.workers" => e.workers.to_string(),
             "embed.ort_spin" => e.spin.to_string(),
             "embed.hub_model" => opt(&e.hub_model),
             "embed.query_batch" => e.query_batch.to_string(),
@@ -628,6 +629,9 @@ impl Layers {
             embed.batch_size = n;
         }
         embed.intra_threads = self.positive("embed.ort_threads", "a positive number of threads")?;
+        if let Some(n) = self.positive("embed.workers", "a positive number of workers")? {
+            embed.workers = n;
+        }
         if let Some(spin) = self.get("embed.ort_spin", "true or false (1 or 0)", parse_bool)? {
             embed.spin = spin;
         }

@@ -98,6 +98,8 @@ fn a_bad_value_is_an_error_naming_the_key_and_its_origin() {
         ("CAIRN_QUERY_WAIT_US", "2ms", "embed.query_wait_us"),
         ("CAIRN_EMBED_CACHE_MAX", "lots", "embed.cache_max_entries"),
         ("CAIRN_ORT_THREADS", "0", "embed.ort_threads"),
+        ("CAIRN_EMBED_WORKERS", "0", "embed.workers"),
+        ("CAIRN_EMBED_WORKERS", "two", "embed.workers"),
         ("CAIRN_ORT_SPIN", "maybe", "embed.ort_spin"),
         ("CAIRN_DISK_RESERVE_MB", "64MB", "store.disk_reserve_mb"),
         ("CAIRN_QDRANT_SHARDS", "0", "store.qdrant.shards"),

@@ -61,8 +61,17 @@ pub struct EmbedConfig {
     /// Texts per inference call. On a 2-core machine 1–8 is fastest: a batch is padded to its
     /// longest text, so the worker also groups texts of similar length.
     pub batch_size: usize,
-    /// ONNX Runtime intra-op threads (None: the runtime's default, all cores).
+    /// ONNX Runtime intra-op threads of each worker's session (None: the machine's cores
+    /// divided among [`EmbedConfig::workers`], at least one; see
+    /// [`EmbedConfig::session_threads`]).
     pub intra_threads: Option<usize>,
+    /// Most embedding workers, each a thread with its own ONNX session (default: the
+    /// machine's cores, at most [`MAX_DEFAULT_WORKERS`]). One starts with the embedder; the
+    /// others start only when work waits while every started worker is running the model,
+    /// so sequential use (a CLI command, one agent) loads one session. Each session costs
+    /// its weights and its activation arena (tens of MB for queries; a document batch grows
+    /// it to what the batch needs).
+    pub workers: usize,
     /// Whether ONNX Runtime's threads spin between the operators of a model run (never after
     /// it: `session.force_spinning_stop`). Spinning burns the cores that extraction,
     /// chunking, storage writes and the BM25 leg need, so it is off by default
@@ -87,6 +96,19 @@ pub struct EmbedConfig {
 /// Default of [`EmbedConfig::batch_size`].
 pub const DEFAULT_BATCH_SIZE: usize = 8;
 
+/// Most embedding workers by default (the default is the machine's cores up to this).
+pub const MAX_DEFAULT_WORKERS: usize = 4;
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Default of [`EmbedConfig::workers`]: the machine's cores, at most
+/// [`MAX_DEFAULT_WORKERS`].
+pub fn default_workers() -> usize {
+    cores().clamp(1, MAX_DEFAULT_WORKERS)
+}
+
 impl EmbedConfig {
     /// The files `scripts/setup.sh` puts under `home` (`models/bge-small-en`,
     /// `onnxruntime/libonnxruntime.so`) with the default settings.
@@ -96,12 +118,21 @@ impl EmbedConfig {
             ort_library: home.join("onnxruntime").join("libonnxruntime.so"),
             batch_size: DEFAULT_BATCH_SIZE,
             intra_threads: None,
+            workers: default_workers(),
             spin: false,
             hub_model: None,
             query_batch: DEFAULT_QUERY_BATCH,
             query_wait: std::time::Duration::from_micros(DEFAULT_QUERY_WAIT_US),
             cache_max_entries: crate::cache::DEFAULT_MAX_ENTRIES,
         }
+    }
+
+    /// Intra-op threads of each worker's session: [`EmbedConfig::intra_threads`] when set,
+    /// else the machine's cores divided among the workers (at least one).
+    pub fn session_threads(&self) -> usize {
+        self.intra_threads
+            .unwrap_or_else(|| cores() / self.workers.max(1))
+            .max(1)
     }
 
     /// The model home when none is configured: the nearest `.cache/` with a `models/`

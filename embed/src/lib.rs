@@ -1,14 +1,16 @@
-//! Text embeddings for Cairn: a local ONNX model run by fastembed on a dedicated worker
-//! thread, with an on-disk embedding cache.
+//! Text embeddings for Cairn: a local ONNX model run by fastembed on dedicated worker threads,
+//! with an on-disk embedding cache.
 //!
 //! - [`ModelSpec`] describes a model directory (pooling, prefixes, dimension, max tokens).
 //! - [`EmbedConfig`] says where the model and the ONNX Runtime library are (set-up puts them
 //!   under `.cache/`) and how to run them; a value the caller builds (the `cairn` binary from
 //!   its configuration), never read from the environment here.
 //! - [`Embedder`] is a cheap clonable handle. Embedding is CPU-bound and fastembed's `embed`
-//!   takes `&mut self`, so the model lives on one OS thread and async callers wait on a
+//!   takes `&mut self`, so each ONNX session lives on its own OS thread (a worker; more
+//!   start when work waits, up to [`EmbedConfig::workers`]) and async callers wait on a
 //!   channel: the tokio runtime never runs model inference. Query jobs jump the queue ahead
-//!   of document batches so recall stays fast during a bulk ingest.
+//!   of document batches so recall stays fast during a bulk ingest, and a large document
+//!   job is split into batches that every worker can take.
 //! - [`EmbeddingCache`] keys vectors by (model id, prefixed text hash) so re-ingests and
 //!   evaluation re-runs never embed the same text twice.
 //! - [`words`] says when a tokenizer's count of a text is the sum of its words' counts, so
@@ -21,7 +23,8 @@ mod worker;
 
 pub use cache::{EmbeddingCache, DEFAULT_MAX_ENTRIES as DEFAULT_CACHE_MAX_ENTRIES};
 pub use config::{
-    EmbedConfig, ModelSpec, Pooling, DEFAULT_BATCH_SIZE, DEFAULT_QUERY_BATCH, DEFAULT_QUERY_WAIT_US,
+    default_workers, EmbedConfig, ModelSpec, Pooling, DEFAULT_BATCH_SIZE, DEFAULT_QUERY_BATCH,
+    DEFAULT_QUERY_WAIT_US, MAX_DEFAULT_WORKERS,
 };
 pub use worker::Embedder;
 

@@ -1,4 +1,11 @@
-//! The embedding worker: one OS thread owns the ONNX session.
+//! The embedding workers: each OS thread owns one ONNX session.
+//!
+//! One worker starts with the embedder; more (up to [`EmbedConfig::workers`]) start when work
+//! waits while every started worker is inside a model run. On a small machine several
+//! single-threaded sessions side by side embed more per second than one session whose
+//! intra-op threads split each run (a run of a short query is a chain of small matrix
+//! products, and every operator's split costs the threads a wake-up), and a lone query takes
+//! no longer on one thread than on two (README Benchmarks, "Embedding workers").
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -19,11 +26,45 @@ struct Job {
     reply: Reply,
 }
 
+/// Queued document work.
+enum DocWork {
+    /// A job smaller than one batch: small jobs waiting together share a run.
+    Whole(Job),
+    /// One batch of a larger job, split at submission so that every worker can take a part.
+    Part(Part),
+}
+
+/// A batch of a split document job: the indexes of its texts, of similar length.
+struct Part {
+    split: Arc<Split>,
+    indexes: Vec<usize>,
+}
+
+/// A document job split into parts; the part that completes it sends the reply.
+struct Split {
+    texts: Vec<String>,
+    state: Mutex<SplitState>,
+}
+
+struct SplitState {
+    out: Vec<Vec<f32>>,
+    parts_left: usize,
+    /// Taken by the last part, or by the first that fails.
+    reply: Option<Reply>,
+}
+
 #[derive(Default)]
 struct Queues {
     queries: VecDeque<Job>,
-    documents: VecDeque<Job>,
+    documents: VecDeque<DocWork>,
     shutdown: bool,
+    /// Workers started, including one still loading its session.
+    workers: usize,
+    /// Workers that have taken work and not finished its model run.
+    busy: usize,
+    /// Most workers: [`EmbedConfig::workers`], lowered to the started count when a session
+    /// fails to load (the workers running go on).
+    max_workers: usize,
 }
 
 struct Queue {
@@ -39,7 +80,18 @@ impl Queue {
     fn lock(&self) -> std::sync::MutexGuard<'_, Queues> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// A worker's model run is over (before it hands out the vectors, so that a caller who
+    /// sends the next job as soon as it has its answer finds the worker free, and no second
+    /// worker is started for sequential work).
+    fn run_done(&self) {
+        let mut q = self.lock();
+        q.busy = q.busy.saturating_sub(1);
+    }
 }
+
+/// Loads one more session of the embedder's model, for a new worker.
+type Loader = Arc<dyn Fn() -> Result<TextEmbedding> + Send + Sync>;
 
 struct Inner {
     spec: ModelSpec,
@@ -47,20 +99,23 @@ struct Inner {
     counter: tokenizers::Tokenizer,
     cache: Option<EmbeddingCache>,
     queue: Arc<Queue>,
-    worker: Mutex<Option<JoinHandle<()>>>,
+    plan: Plan,
+    loader: Loader,
+    workers: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
         self.queue.lock().shutdown = true;
         self.queue.ready.notify_all();
-        if let Some(handle) = self.worker.lock().ok().and_then(|mut w| w.take()) {
+        let handles = std::mem::take(&mut *self.workers.lock().unwrap_or_else(|p| p.into_inner()));
+        for handle in handles {
             let _ = handle.join();
         }
     }
 }
 
-/// Handle to the embedding model. Clones share one model and one worker thread.
+/// Handle to the embedding model. Clones share one model and its workers.
 #[derive(Clone)]
 pub struct Embedder {
     inner: Arc<Inner>,
@@ -140,9 +195,7 @@ fn load_local(config: &EmbedConfig) -> Result<Loaded> {
     let mut options = InitOptionsUserDefined::new()
         .with_environment(env)
         .with_max_length(spec.max_tokens);
-    if let Some(threads) = config.intra_threads {
-        options = options.with_intra_threads(threads);
-    }
+    options = options.with_intra_threads(config.session_threads());
     for (k, v) in session_settings(config) {
         options = options.with_session_config(k, v);
     }
@@ -188,9 +241,7 @@ fn load_from_hub(config: &EmbedConfig, name: &str) -> Result<Loaded> {
         .with_environment(env)
         .with_max_length(spec.max_tokens)
         .with_cache_dir(config.model_dir.join("hub"));
-    if let Some(threads) = config.intra_threads {
-        options = options.with_intra_threads(threads);
-    }
+    options = options.with_intra_threads(config.session_threads());
     for (k, v) in session_settings(config) {
         options = options.with_session_config(k, v);
     }
@@ -233,21 +284,44 @@ impl Embedder {
             None => None,
         };
 
+        let workers = config.workers.max(1);
         let queue = Arc::new(Queue {
-            state: Mutex::new(Queues::default()),
+            state: Mutex::new(Queues {
+                workers: 1,
+                max_workers: workers,
+                ..Queues::default()
+            }),
             ready: Condvar::new(),
             query_runs: Default::default(),
             query_texts: Default::default(),
         });
-        let worker_queue = Arc::clone(&queue);
         let plan = Plan {
             batch_size: config.batch_size.max(1),
             query_batch: config.query_batch.max(1),
             query_wait: config.query_wait,
             dim: spec.dim,
         };
+        // Later workers load their own session the same way; the weights must be the ones
+        // the cache is keyed by.
+        let loader: Loader = {
+            let config = config.clone();
+            let first_id = model_id.clone();
+            Arc::new(move || {
+                let (engine, _, id, _) = match &config.hub_model {
+                    Some(name) => load_from_hub(&config, name)?,
+                    None => load_local(&config)?,
+                };
+                if id != first_id {
+                    return Err(EmbedError::ModelUnavailable(format!(
+                        "the model files changed since the embedder opened ({first_id}, now {id})"
+                    )));
+                }
+                Ok(engine)
+            })
+        };
+        let worker_queue = Arc::clone(&queue);
         let handle = std::thread::Builder::new()
-            .name("cairn-embed".into())
+            .name("cairn-embed-0".into())
             .spawn(move || run_worker(engine, worker_queue, plan))
             .map_err(|e| EmbedError::ModelUnavailable(format!("cannot start worker: {e}")))?;
 
@@ -258,9 +332,17 @@ impl Embedder {
                 counter,
                 cache,
                 queue,
-                worker: Mutex::new(Some(handle)),
+                plan,
+                loader,
+                workers: Mutex::new(vec![handle]),
             }),
         })
+    }
+
+    /// Embedding workers started so far (one at first; more start under load, up to
+    /// [`EmbedConfig::workers`]).
+    pub fn workers(&self) -> usize {
+        self.inner.queue.lock().workers
     }
 
     pub fn spec(&self) -> &ModelSpec {
@@ -367,22 +449,42 @@ impl Embedder {
             None
         } else {
             let (tx, rx) = oneshot::channel();
-            {
+            let job = Job {
+                texts: miss_texts,
+                reply: tx,
+            };
+            let batch = self.inner.plan.batch_size;
+            // A document job of a batch or more is split (outside the lock) into batches of
+            // texts of similar length, so that every worker can take one.
+            let (query_job, documents) = if query {
+                (Some(job), Vec::new())
+            } else if job.texts.len() < batch {
+                (None, vec![DocWork::Whole(job)])
+            } else {
+                (None, split(job, batch))
+            };
+            let more = {
                 let mut q = self.inner.queue.lock();
                 if q.shutdown {
                     return Err(EmbedError::WorkerStopped);
                 }
-                let job = Job {
-                    texts: miss_texts,
-                    reply: tx,
-                };
-                if query {
-                    q.queries.push_back(job);
-                } else {
-                    q.documents.push_back(job);
-                }
+                q.queries.extend(query_job);
+                q.documents.extend(documents);
+                // More work waits than there are free workers (a worker still loading its
+                // session counts as free): more start, each loading its session on its own
+                // thread. Sequential use never finds work waiting beyond a free worker.
+                let free = q.workers.saturating_sub(q.busy);
+                let waiting = q.queries.len() + q.documents.len();
+                let more = waiting
+                    .saturating_sub(free)
+                    .min(q.max_workers.saturating_sub(q.workers));
+                q.workers += more;
+                more
+            };
+            self.inner.queue.ready.notify_all();
+            for _ in 0..more {
+                self.start_worker();
             }
-            self.inner.queue.ready.notify_one();
             Some(rx)
         };
         Ok(Pending {
@@ -462,7 +564,7 @@ fn prefix_all(prefix: &str, texts: Vec<String>) -> Vec<String> {
     }
 }
 
-/// How the worker batches: documents in groups of `batch_size` texts of similar length,
+/// How the workers batch: documents in groups of `batch_size` texts of similar length,
 /// queries that wait at the same moment in one run of up to `query_batch` texts.
 #[derive(Debug, Clone, Copy)]
 struct Plan {
@@ -472,62 +574,165 @@ struct Plan {
     dim: usize,
 }
 
+impl Embedder {
+    /// Starts one more worker (already counted in `Queues::workers`): a thread that loads
+    /// its own session, then serves the queue. A session that fails to load stops further
+    /// starts; the workers already running go on.
+    fn start_worker(&self) {
+        let queue = Arc::clone(&self.inner.queue);
+        let loader = Arc::clone(&self.inner.loader);
+        let plan = self.inner.plan;
+        let mut handles = self.inner.workers.lock().unwrap_or_else(|p| p.into_inner());
+        let n = handles.len();
+        let spawned = std::thread::Builder::new()
+            .name(format!("cairn-embed-{n}"))
+            .spawn({
+                let queue = Arc::clone(&queue);
+                move || match loader() {
+                    Ok(engine) => run_worker(engine, queue, plan),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "embedding worker not started");
+                        let mut q = queue.lock();
+                        q.workers -= 1;
+                        q.max_workers = q.workers;
+                    }
+                }
+            });
+        match spawned {
+            Ok(handle) => handles.push(handle),
+            Err(e) => {
+                tracing::warn!(error = %e, "embedding worker thread not started");
+                let mut q = queue.lock();
+                q.workers -= 1;
+                q.max_workers = q.workers;
+            }
+        }
+    }
+}
+
+/// Splits a document job into parts of `batch` texts of similar length (a run is padded to
+/// its longest text).
+fn split(job: Job, batch: usize) -> Vec<DocWork> {
+    let mut order: Vec<usize> = (0..job.texts.len()).collect();
+    order.sort_by_key(|&i| job.texts[i].len());
+    let parts: Vec<Vec<usize>> = order.chunks(batch.max(1)).map(<[usize]>::to_vec).collect();
+    let split = Arc::new(Split {
+        state: Mutex::new(SplitState {
+            out: vec![Vec::new(); job.texts.len()],
+            parts_left: parts.len(),
+            reply: Some(job.reply),
+        }),
+        texts: job.texts,
+    });
+    parts
+        .into_iter()
+        .map(|indexes| {
+            DocWork::Part(Part {
+                split: Arc::clone(&split),
+                indexes,
+            })
+        })
+        .collect()
+}
+
+/// What a worker takes next.
+enum Next {
+    Queries(Vec<Job>, usize),
+    Documents(Vec<Job>),
+    Part(Part),
+    Stop,
+}
+
 fn run_worker(mut engine: TextEmbedding, queue: Arc<Queue>, plan: Plan) {
     // Size of the last query run: a run of several means queries are arriving together, so
     // the next one may wait `query_wait` for company; after a lone query it never waits.
     let mut last_run = 0usize;
+    // Query runs this worker may still make before its next document batch, once it has
+    // started on documents: the queries that were waiting when its last batch ended. So
+    // queries jump ahead of documents, and a steady stream of queries still never holds a
+    // document job back for good. `None`: no document work in hand.
+    let mut owed: Option<usize> = None;
     loop {
-        let mut q = queue.lock();
-        loop {
-            if !q.queries.is_empty() || !q.documents.is_empty() || q.shutdown {
-                break;
+        let next = {
+            let mut q = queue.lock();
+            while q.queries.is_empty() && q.documents.is_empty() && !q.shutdown {
+                q = queue.ready.wait(q).unwrap_or_else(|p| p.into_inner());
             }
-            q = queue.ready.wait(q).unwrap_or_else(|p| p.into_inner());
-        }
-        if !q.queries.is_empty() {
-            let mut jobs = Vec::new();
-            let mut texts = 0;
-            take_jobs(&mut q.queries, &mut jobs, &mut texts, plan.query_batch);
-            if last_run > 1 && texts < plan.query_batch && !plan.query_wait.is_zero() {
-                let deadline = std::time::Instant::now() + plan.query_wait;
-                while texts < plan.query_batch {
-                    let now = std::time::Instant::now();
-                    if now >= deadline || q.shutdown {
-                        break;
+            if q.documents.is_empty() {
+                owed = None;
+            }
+            let queries_first = !q.queries.is_empty() && owed.is_none_or(|n| n > 0);
+            if queries_first {
+                let mut jobs = Vec::new();
+                let mut texts = 0;
+                take_jobs(&mut q.queries, &mut jobs, &mut texts, plan.query_batch);
+                if last_run > 1 && texts < plan.query_batch && !plan.query_wait.is_zero() {
+                    let deadline = std::time::Instant::now() + plan.query_wait;
+                    while texts < plan.query_batch {
+                        let now = std::time::Instant::now();
+                        if now >= deadline || q.shutdown {
+                            break;
+                        }
+                        q = queue
+                            .ready
+                            .wait_timeout(q, deadline - now)
+                            .map(|(g, _)| g)
+                            .unwrap_or_else(|p| p.into_inner().0);
+                        take_jobs(&mut q.queries, &mut jobs, &mut texts, plan.query_batch);
                     }
-                    q = queue
-                        .ready
-                        .wait_timeout(q, deadline - now)
-                        .map(|(g, _)| g)
-                        .unwrap_or_else(|p| p.into_inner().0);
-                    take_jobs(&mut q.queries, &mut jobs, &mut texts, plan.query_batch);
+                }
+                q.busy += 1;
+                Next::Queries(jobs, texts)
+            } else {
+                match q.documents.pop_front() {
+                    None => Next::Stop,
+                    Some(DocWork::Part(part)) => {
+                        q.busy += 1;
+                        Next::Part(part)
+                    }
+                    Some(DocWork::Whole(job)) => {
+                        // Small document jobs waiting together (concurrent message writes, a
+                        // turn's two messages each) share one model run, up to one batch.
+                        let mut texts = job.texts.len();
+                        let mut jobs = vec![job];
+                        while let Some(DocWork::Whole(job)) = q.documents.front() {
+                            if texts + job.texts.len() > plan.batch_size {
+                                break;
+                            }
+                            texts += job.texts.len();
+                            if let Some(DocWork::Whole(job)) = q.documents.pop_front() {
+                                jobs.push(job);
+                            }
+                        }
+                        q.busy += 1;
+                        Next::Documents(jobs)
+                    }
                 }
             }
-            drop(q);
-            last_run = texts;
-            embed_queries(&mut engine, &queue, jobs, plan.dim);
-            continue;
-        }
-        let small = match q.documents.front() {
-            None => return,
-            Some(job) => job.texts.len() < plan.batch_size,
         };
-        if small {
-            // Small document jobs waiting together (concurrent message writes, a turn's two
-            // messages each) share one model run, up to one batch.
-            let (mut jobs, mut texts) = (Vec::new(), 0);
-            take_jobs(&mut q.documents, &mut jobs, &mut texts, plan.batch_size);
-            drop(q);
-            embed_together(&mut engine, jobs, plan.dim);
-            continue;
+        match next {
+            Next::Stop => return,
+            Next::Queries(jobs, texts) => {
+                last_run = texts;
+                owed = owed.map(|n| n.saturating_sub(1));
+                embed_queries(&mut engine, &queue, jobs, plan.dim);
+            }
+            Next::Documents(jobs) => {
+                embed_together(&mut engine, &queue, jobs, plan.dim);
+                owed = Some(queries_waiting(&queue, plan.query_batch));
+            }
+            Next::Part(part) => {
+                embed_part(&mut engine, &queue, part, plan.dim);
+                owed = Some(queries_waiting(&queue, plan.query_batch));
+            }
         }
-        let Some(job) = q.documents.pop_front() else {
-            return;
-        };
-        drop(q);
-        let result = embed_grouped(&mut engine, &job.texts, plan, &queue);
-        let _ = job.reply.send(result);
     }
+}
+
+/// Query runs needed for the queries waiting now.
+fn queries_waiting(queue: &Queue, query_batch: usize) -> usize {
+    let texts: usize = queue.lock().queries.iter().map(|j| j.texts.len()).sum();
+    texts.div_ceil(query_batch.max(1))
 }
 
 /// Moves jobs from the front of `queue` into `jobs` while they fit in `max` texts (a first
@@ -563,29 +768,33 @@ fn run_model(engine: &mut TextEmbedding, texts: &[&str], dim: usize) -> Result<V
     }
 }
 
+/// The same error for each of several jobs a failed run served.
+fn copy_error(e: &EmbedError) -> EmbedError {
+    match e {
+        EmbedError::InvalidConfig(m) => EmbedError::InvalidConfig(m.clone()),
+        other => EmbedError::Inference(other.to_string()),
+    }
+}
+
 /// One model run for the query jobs in `jobs` (dynamic batching), counted.
 fn embed_queries(engine: &mut TextEmbedding, queue: &Queue, jobs: Vec<Job>, dim: usize) {
     use std::sync::atomic::Ordering::Relaxed;
-    if jobs.is_empty() {
-        return;
-    }
     let texts: usize = jobs.iter().map(|j| j.texts.len()).sum();
     queue.query_runs.fetch_add(1, Relaxed);
     queue.query_texts.fetch_add(texts as u64, Relaxed);
-    embed_together(engine, jobs, dim);
+    embed_together(engine, queue, jobs, dim);
 }
 
 /// One model run for the texts of every job in `jobs`; each job gets its own vectors back,
 /// in order. A failed run fails every job in it.
-fn embed_together(engine: &mut TextEmbedding, jobs: Vec<Job>, dim: usize) {
-    if jobs.is_empty() {
-        return;
-    }
+fn embed_together(engine: &mut TextEmbedding, queue: &Queue, jobs: Vec<Job>, dim: usize) {
     let all: Vec<&str> = jobs
         .iter()
         .flat_map(|j| j.texts.iter().map(String::as_str))
         .collect();
-    match run_model(engine, &all, dim) {
+    let result = run_model(engine, &all, dim);
+    queue.run_done();
+    match result {
         Ok(vectors) => {
             let mut vectors = vectors.into_iter();
             for job in jobs {
@@ -594,52 +803,57 @@ fn embed_together(engine: &mut TextEmbedding, jobs: Vec<Job>, dim: usize) {
             }
         }
         Err(e) => {
-            let message = e.to_string();
             for job in jobs {
-                let err = match &e {
-                    EmbedError::InvalidConfig(_) => EmbedError::InvalidConfig(message.clone()),
-                    _ => EmbedError::Inference(message.clone()),
-                };
-                let _ = job.reply.send(Err(err));
+                let _ = job.reply.send(Err(copy_error(&e)));
             }
         }
     }
 }
 
-/// Embeds `texts` in batches of similar length (a batch is padded to its longest text), and
-/// serves waiting query jobs between batches.
-fn embed_grouped(
-    engine: &mut TextEmbedding,
-    texts: &[String],
-    plan: Plan,
-    queue: &Queue,
-) -> Result<Vec<Vec<f32>>> {
-    let dim = plan.dim;
-    let mut order: Vec<usize> = (0..texts.len()).collect();
-    order.sort_by_key(|&i| texts[i].len());
-    let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-    let groups: Vec<&[usize]> = order.chunks(plan.batch_size).collect();
-    let last = groups.len().saturating_sub(1);
-    for (g, group) in groups.into_iter().enumerate() {
-        let batch: Vec<&str> = group.iter().map(|&i| texts[i].as_str()).collect();
-        for (&i, v) in group.iter().zip(run_model(engine, &batch, dim)?) {
-            out[i] = v;
+/// One batch of a split document job. The part that completes the job replies; the first
+/// that fails replies with its error, and the parts after it skip the model.
+fn embed_part(engine: &mut TextEmbedding, queue: &Queue, part: Part, dim: usize) {
+    let split = &part.split;
+    let failed = split
+        .state
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .reply
+        .is_none();
+    let result = if failed {
+        Ok(Vec::new())
+    } else {
+        let batch: Vec<&str> = part
+            .indexes
+            .iter()
+            .map(|&i| split.texts[i].as_str())
+            .collect();
+        run_model(engine, &batch, dim)
+    };
+    queue.run_done();
+    if failed {
+        return;
+    }
+    let mut state = split.state.lock().unwrap_or_else(|p| p.into_inner());
+    match result {
+        Ok(vectors) => {
+            for (&i, v) in part.indexes.iter().zip(vectors) {
+                state.out[i] = v;
+            }
+            state.parts_left -= 1;
+            if state.parts_left == 0 {
+                let out = std::mem::take(&mut state.out);
+                if let Some(reply) = state.reply.take() {
+                    let _ = reply.send(Ok(out));
+                }
+            }
         }
-        // Let queries through between document batches, in runs of up to `query_batch`.
-        // Not after the last batch: this job's reply goes out first (the worker loop serves
-        // queued queries next anyway), or a steady stream of queries would hold it back
-        // indefinitely. Only the queries waiting now: later arrivals wait for the next batch
-        // boundary, so the document job always progresses.
-        if g < last {
-            let mut waiting = std::mem::take(&mut queue.lock().queries);
-            while !waiting.is_empty() {
-                let (mut jobs, mut n) = (Vec::new(), 0);
-                take_jobs(&mut waiting, &mut jobs, &mut n, plan.query_batch);
-                embed_queries(engine, queue, jobs, dim);
+        Err(e) => {
+            if let Some(reply) = state.reply.take() {
+                let _ = reply.send(Err(e));
             }
         }
     }
-    Ok(out)
 }
 
 #[cfg(all(test, not(feature = "hub")))]
@@ -726,6 +940,119 @@ mod tests {
                 cosine(a, b)
             );
         }
+    }
+
+    /// Distinct texts of different lengths, of several batches.
+    fn documents(n: usize) -> Vec<String> {
+        let topics = [
+            "travel policy",
+            "quarterly budget",
+            "badge security",
+            "hiring plan",
+        ];
+        (0..n)
+            .map(|i| format!("memo {i} on the {} ", topics[i % 4]).repeat(1 + i % 7))
+            .collect()
+    }
+
+    /// For each text, the index of the nearest of `reference` (cosine).
+    fn nearest(vectors: &[Vec<f32>], reference: &[Vec<f32>]) -> Vec<usize> {
+        vectors
+            .iter()
+            .map(|v| {
+                (0..reference.len())
+                    .max_by(|&a, &b| cosine(v, &reference[a]).total_cmp(&cosine(v, &reference[b])))
+                    .expect("a reference vector")
+            })
+            .collect()
+    }
+
+    /// A job of several batches is split, the parts run on two workers, and every text gets
+    /// its own vector back in its place; sequential jobs of one batch never start a second
+    /// worker.
+    #[test]
+    fn a_large_document_job_is_shared_by_the_workers_and_keeps_its_order() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let config = EmbedConfig {
+            workers: 2,
+            intra_threads: Some(1),
+            ..EmbedConfig::default()
+        };
+        let embedder = Embedder::open(&config, None).unwrap();
+        let texts = documents(40);
+        let alone: Vec<Vec<f32>> = rt.block_on(async {
+            let mut out = Vec::new();
+            for t in &texts {
+                out.extend(embedder.embed_documents(vec![t.clone()]).await.unwrap());
+            }
+            out
+        });
+        assert_eq!(
+            embedder.workers(),
+            1,
+            "sequential jobs started a second worker"
+        );
+        let together = rt
+            .block_on(embedder.embed_documents(texts.clone()))
+            .unwrap();
+        assert_eq!(together.len(), texts.len());
+        assert_eq!(
+            embedder.workers(),
+            2,
+            "a job of 5 batches waited for one worker"
+        );
+        let order: Vec<usize> = (0..texts.len()).collect();
+        assert_eq!(nearest(&together, &alone), order, "vectors out of place");
+        for (a, b) in alone.iter().zip(&together) {
+            assert!(
+                cosine(a, b) > 0.99,
+                "batched vector differs: {}",
+                cosine(a, b)
+            );
+        }
+    }
+
+    /// A worker whose session cannot load (here: the model file is gone) starts no more
+    /// workers; the one running serves every job.
+    #[test]
+    fn a_worker_that_cannot_load_leaves_the_running_one_serving() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let model = tempfile::tempdir().unwrap();
+        let source = EmbedConfig::default().model_dir;
+        for entry in std::fs::read_dir(&source).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_file() {
+                std::fs::copy(entry.path(), model.path().join(entry.file_name())).unwrap();
+            }
+        }
+        let config = EmbedConfig {
+            model_dir: model.path().to_path_buf(),
+            workers: 2,
+            intra_threads: Some(1),
+            ..EmbedConfig::default()
+        };
+        let embedder = Embedder::open(&config, None).unwrap();
+        std::fs::remove_file(model.path().join("model.onnx")).unwrap();
+        let texts = documents(40);
+        for round in 0..2 {
+            let vectors = rt
+                .block_on(embedder.embed_documents(texts.clone()))
+                .unwrap();
+            assert_eq!(vectors.len(), texts.len(), "round {round}");
+            // The failed start gives its count back from its own thread.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while embedder.workers() != 1 && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            assert_eq!(embedder.workers(), 1, "round {round}");
+        }
+        assert_eq!(embedder.inner.queue.lock().max_workers, 1);
     }
 
     #[test]
