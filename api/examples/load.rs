@@ -17,7 +17,7 @@
 //! after the fixed request counts.
 //!
 //! The embedder runs with its defaults; `CAIRN_EMBED_WORKERS` and `CAIRN_ORT_THREADS` set
-//! its workers and each session's threads as they do for `cairn serve`, to compare them.
+//! its workers and the first worker's threads as they do for `cairn serve`, to compare them.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -191,7 +191,7 @@ fn main() -> anyhow::Result<()> {
     let engine = Engine::open_with(dir.path(), &embed, Default::default())
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     println!(
-        "engine: model {} loaded in {:.1}s (embedding workers: up to {}, {} threads each)",
+        "engine: model {} loaded in {:.1}s (embedding workers: up to {}; the first on {} threads)",
         engine.embedder().model_id(),
         opened.elapsed().as_secs_f64(),
         embed.workers,

@@ -156,14 +156,14 @@ pub const KEYS: &[Key] = &[
         "CAIRN_ORT_THREADS",
         None,
         "",
-        "ONNX Runtime intra-op threads of each embedding worker's session (unset: the cores divided among `embed.workers`, at least 1)",
+        "ONNX Runtime intra-op threads of the embedding worker that embeds documents (unset: all cores); query workers run one each",
     ),
     key(
         "embed.workers",
         "CAIRN_EMBED_WORKERS",
         None,
         "cores, at most 4",
-        "most embedding workers, each a thread with its own model session; the first starts with the process, the others only when work waits while all are busy (each costs its session's memory)",
+        "most embedding workers, each a thread with its own model session: the first embeds documents and queries, the others queries only and start when more queries are queued than workers are free (each ~40-65 MB); 1: queries wait behind document batches",
     ),
     key(
         "embed.ort_spin",

@@ -61,16 +61,16 @@ pub struct EmbedConfig {
     /// Texts per inference call. On a 2-core machine 1–8 is fastest: a batch is padded to its
     /// longest text, so the worker also groups texts of similar length.
     pub batch_size: usize,
-    /// ONNX Runtime intra-op threads of each worker's session (None: the machine's cores
-    /// divided among [`EmbedConfig::workers`], at least one; see
-    /// [`EmbedConfig::session_threads`]).
+    /// ONNX Runtime intra-op threads of the first worker's session, the one that embeds
+    /// documents (None: the runtime's default, all cores). Query workers run one thread each.
     pub intra_threads: Option<usize>,
     /// Most embedding workers, each a thread with its own ONNX session (default: the
-    /// machine's cores, at most [`MAX_DEFAULT_WORKERS`]). One starts with the embedder; the
-    /// others start only when work waits while every started worker is running the model,
-    /// so sequential use (a CLI command, one agent) loads one session. Each session costs
-    /// its weights and its activation arena (tens of MB for queries; a document batch grows
-    /// it to what the batch needs).
+    /// machine's cores, at most [`MAX_DEFAULT_WORKERS`]). The first starts with the embedder
+    /// and embeds documents and queries; the others embed queries only and start only when
+    /// more queries are queued than there are free workers, so sequential use (a CLI
+    /// command, one agent, an ingest) loads one session. A query worker costs its session
+    /// (~40–65 MB of weights and prepacked kernels, plus a query-sized activation arena).
+    /// 1: one session, queries wait behind document batches.
     pub workers: usize,
     /// Whether ONNX Runtime's threads spin between the operators of a model run (never after
     /// it: `session.force_spinning_stop`). Spinning burns the cores that extraction,
@@ -127,12 +127,10 @@ impl EmbedConfig {
         }
     }
 
-    /// Intra-op threads of each worker's session: [`EmbedConfig::intra_threads`] when set,
-    /// else the machine's cores divided among the workers (at least one).
+    /// Intra-op threads of the first worker's session: [`EmbedConfig::intra_threads`] when
+    /// set, else the machine's cores.
     pub fn session_threads(&self) -> usize {
-        self.intra_threads
-            .unwrap_or_else(|| cores() / self.workers.max(1))
-            .max(1)
+        self.intra_threads.unwrap_or_else(cores).max(1)
     }
 
     /// The model home when none is configured: the nearest `.cache/` with a `models/`

@@ -6,11 +6,10 @@
 //!   under `.cache/`) and how to run them; a value the caller builds (the `cairn` binary from
 //!   its configuration), never read from the environment here.
 //! - [`Embedder`] is a cheap clonable handle. Embedding is CPU-bound and fastembed's `embed`
-//!   takes `&mut self`, so each ONNX session lives on its own OS thread (a worker; more
-//!   start when work waits, up to [`EmbedConfig::workers`]) and async callers wait on a
-//!   channel: the tokio runtime never runs model inference. Query jobs jump the queue ahead
-//!   of document batches so recall stays fast during a bulk ingest, and a large document
-//!   job is split into batches that every worker can take.
+//!   takes `&mut self`, so each ONNX session lives on its own OS thread (a worker) and async
+//!   callers wait on a channel: the tokio runtime never runs model inference. The first
+//!   worker embeds documents and queries; query workers (up to [`EmbedConfig::workers`] in
+//!   all) start when queries queue up, so recall stays fast during a bulk ingest.
 //! - [`EmbeddingCache`] keys vectors by (model id, prefixed text hash) so re-ingests and
 //!   evaluation re-runs never embed the same text twice.
 //! - [`words`] says when a tokenizer's count of a text is the sum of its words' counts, so

@@ -1,11 +1,12 @@
 //! The embedding workers: each OS thread owns one ONNX session.
 //!
-//! One worker starts with the embedder; more (up to [`EmbedConfig::workers`]) start when work
-//! waits while every started worker is inside a model run. On a small machine several
-//! single-threaded sessions side by side embed more per second than one session whose
-//! intra-op threads split each run (a run of a short query is a chain of small matrix
-//! products, and every operator's split costs the threads a wake-up), and a lone query takes
-//! no longer on one thread than on two (README Benchmarks, "Embedding workers").
+//! The first worker starts with the embedder and embeds documents and queries, its session
+//! using [`EmbedConfig::session_threads`]. Query workers (up to [`EmbedConfig::workers`] in
+//! all, one intra-op thread each) start only when more queries are queued than there are free
+//! workers, and embed queries only: a query then no longer waits for a document batch to
+//! finish, and concurrent queries run side by side. They never take documents, whose
+//! batches grow a session's activation arena to tens of MB each (README Benchmarks,
+//! "Embedding workers").
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -30,7 +31,8 @@ struct Job {
 enum DocWork {
     /// A job smaller than one batch: small jobs waiting together share a run.
     Whole(Job),
-    /// One batch of a larger job, split at submission so that every worker can take a part.
+    /// One batch of a larger job, split at submission so that the worker serves the queries
+    /// waiting between two batches.
     Part(Part),
 }
 
@@ -58,7 +60,8 @@ struct Queues {
     queries: VecDeque<Job>,
     documents: VecDeque<DocWork>,
     shutdown: bool,
-    /// Workers started, including one still loading its session.
+    /// Workers started (the first and the query workers), including one still loading its
+    /// session.
     workers: usize,
     /// Workers that have taken work and not finished its model run.
     busy: usize,
@@ -90,7 +93,10 @@ impl Queue {
     }
 }
 
-/// Loads one more session of the embedder's model, for a new worker.
+/// Intra-op threads of a query worker's session.
+const QUERY_WORKER_THREADS: usize = 1;
+
+/// Loads one more session of the embedder's model, for a new query worker.
 type Loader = Arc<dyn Fn() -> Result<TextEmbedding> + Send + Sync>;
 
 struct Inner {
@@ -301,10 +307,14 @@ impl Embedder {
             query_wait: config.query_wait,
             dim: spec.dim,
         };
-        // Later workers load their own session the same way; the weights must be the ones
-        // the cache is keyed by.
+        // Query workers load their own session the same way, on one intra-op thread (a lone
+        // query takes no longer on one than on two, and the cores are shared among the
+        // workers); the weights must be the ones the cache is keyed by.
         let loader: Loader = {
-            let config = config.clone();
+            let config = EmbedConfig {
+                intra_threads: Some(QUERY_WORKER_THREADS),
+                ..config.clone()
+            };
             let first_id = model_id.clone();
             Arc::new(move || {
                 let (engine, _, id, _) = match &config.hub_model {
@@ -322,7 +332,7 @@ impl Embedder {
         let worker_queue = Arc::clone(&queue);
         let handle = std::thread::Builder::new()
             .name("cairn-embed-0".into())
-            .spawn(move || run_worker(engine, worker_queue, plan))
+            .spawn(move || run_worker(engine, worker_queue, plan, true))
             .map_err(|e| EmbedError::ModelUnavailable(format!("cannot start worker: {e}")))?;
 
         Ok(Embedder {
@@ -455,7 +465,7 @@ impl Embedder {
             };
             let batch = self.inner.plan.batch_size;
             // A document job of a batch or more is split (outside the lock) into batches of
-            // texts of similar length, so that every worker can take one.
+            // texts of similar length, with the waiting queries served between two.
             let (query_job, documents) = if query {
                 (Some(job), Vec::new())
             } else if job.texts.len() < batch {
@@ -470,11 +480,12 @@ impl Embedder {
                 }
                 q.queries.extend(query_job);
                 q.documents.extend(documents);
-                // More work waits than there are free workers (a worker still loading its
-                // session counts as free): more start, each loading its session on its own
-                // thread. Sequential use never finds work waiting beyond a free worker.
+                // More queries wait than there are free workers (a worker still loading its
+                // session counts as free): query workers start, each loading its session on
+                // its own thread. Sequential use never finds a query waiting beyond a free
+                // worker, and documents alone never start one.
                 let free = q.workers.saturating_sub(q.busy);
-                let waiting = q.queries.len() + q.documents.len();
+                let waiting = q.queries.len();
                 let more = waiting
                     .saturating_sub(free)
                     .min(q.max_workers.saturating_sub(q.workers));
@@ -575,8 +586,8 @@ struct Plan {
 }
 
 impl Embedder {
-    /// Starts one more worker (already counted in `Queues::workers`): a thread that loads
-    /// its own session, then serves the queue. A session that fails to load stops further
+    /// Starts one more query worker (already counted in `Queues::workers`): a thread that
+    /// loads its own session, then serves queries. A session that fails to load stops further
     /// starts; the workers already running go on.
     fn start_worker(&self) {
         let queue = Arc::clone(&self.inner.queue);
@@ -589,7 +600,7 @@ impl Embedder {
             .spawn({
                 let queue = Arc::clone(&queue);
                 move || match loader() {
-                    Ok(engine) => run_worker(engine, queue, plan),
+                    Ok(engine) => run_worker(engine, queue, plan, false),
                     Err(e) => {
                         tracing::warn!(error = %e, "embedding worker not started");
                         let mut q = queue.lock();
@@ -643,7 +654,8 @@ enum Next {
     Stop,
 }
 
-fn run_worker(mut engine: TextEmbedding, queue: Arc<Queue>, plan: Plan) {
+/// Serves the queue: queries, and with `documents` (the first worker) document work too.
+fn run_worker(mut engine: TextEmbedding, queue: Arc<Queue>, plan: Plan, documents: bool) {
     // Size of the last query run: a run of several means queries are arriving together, so
     // the next one may wait `query_wait` for company; after a lone query it never waits.
     let mut last_run = 0usize;
@@ -655,14 +667,18 @@ fn run_worker(mut engine: TextEmbedding, queue: Arc<Queue>, plan: Plan) {
     loop {
         let next = {
             let mut q = queue.lock();
-            while q.queries.is_empty() && q.documents.is_empty() && !q.shutdown {
+            while q.queries.is_empty() && (!documents || q.documents.is_empty()) && !q.shutdown {
                 q = queue.ready.wait(q).unwrap_or_else(|p| p.into_inner());
             }
             if q.documents.is_empty() {
                 owed = None;
             }
-            let queries_first = !q.queries.is_empty() && owed.is_none_or(|n| n > 0);
-            if queries_first {
+            let queries_first = !q.queries.is_empty()
+                && (!documents || owed.is_none_or(|n| n > 0) || q.documents.is_empty());
+            if !queries_first && !documents {
+                // A query worker woken by the shutdown with no query left.
+                Next::Stop
+            } else if queries_first {
                 let mut jobs = Vec::new();
                 let mut texts = 0;
                 take_jobs(&mut q.queries, &mut jobs, &mut texts, plan.query_batch);
@@ -871,6 +887,44 @@ mod tests {
         assert!(err.to_string().contains("hub"));
     }
 
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a tokio runtime")
+    }
+
+    /// The default model with at most `workers` workers.
+    fn with_workers(workers: usize) -> Embedder {
+        let config = EmbedConfig {
+            workers,
+            ..EmbedConfig::default()
+        };
+        Embedder::open(&config, None).expect("the model")
+    }
+
+    fn travel_questions() -> Vec<String> {
+        (0..12)
+            .map(|i| format!("question number {i} about the travel policy"))
+            .collect()
+    }
+
+    /// Each query embedded alone, one after another.
+    fn one_by_one(
+        rt: &tokio::runtime::Runtime,
+        embedder: &Embedder,
+        queries: &[String],
+    ) -> Vec<Vec<f32>> {
+        rt.block_on(async {
+            let mut out = Vec::new();
+            for q in queries {
+                out.push(embedder.embed_query(q).await.expect("query vector"));
+            }
+            out
+        })
+    }
+
     fn cosine(a: &[f32], b: &[f32]) -> f32 {
         let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
         let n = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
@@ -878,51 +932,18 @@ mod tests {
     }
 
     /// Queries that wait while a document job runs are embedded together (fewer model runs
-    /// than queries), and each gets the vector it gets alone.
+    /// than queries), and each gets the vector it gets alone. One worker, so that they wait
+    /// for the next batch boundary of the document job.
     #[test]
     fn concurrent_queries_share_model_runs_and_keep_their_vectors() {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let embedder = Embedder::open(&EmbedConfig::default(), None).unwrap();
-        let queries: Vec<String> = (0..12)
-            .map(|i| format!("question number {i} about the travel policy"))
-            .collect();
-        let alone: Vec<Vec<f32>> = rt.block_on(async {
-            let mut out = Vec::new();
-            for q in &queries {
-                out.push(embedder.embed_query(q).await.unwrap());
-            }
-            out
-        });
+        let rt = runtime();
+        let embedder = with_workers(1);
+        let queries = travel_questions();
+        let alone = one_by_one(&rt, &embedder, &queries);
         let (runs_before, texts_before) = embedder.query_runs();
         assert_eq!(texts_before, 12);
         assert_eq!(runs_before, 12, "sequential queries run alone");
-        // A document job of several batches holds the worker; the queries arrive meanwhile
-        // and are served together at the next batch boundary.
-        let docs: Vec<String> = (0..48)
-            .map(|i| format!("document {i} ").repeat(40))
-            .collect();
-        let together: Vec<Vec<f32>> = rt.block_on(async {
-            let e = embedder.clone();
-            let doc_job = tokio::spawn(async move { e.embed_documents(docs).await });
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            let tasks: Vec<_> = queries
-                .iter()
-                .map(|q| {
-                    let (e, q) = (embedder.clone(), q.clone());
-                    tokio::spawn(async move { e.embed_query(&q).await })
-                })
-                .collect();
-            let mut out = Vec::new();
-            for t in tasks {
-                out.push(t.await.unwrap().unwrap());
-            }
-            assert_eq!(doc_job.await.unwrap().unwrap().len(), 48);
-            out
-        });
+        let together = queries_during_a_document_job(&rt, &embedder, &queries);
         let (runs, texts) = embedder.query_runs();
         assert_eq!(texts - texts_before, 12);
         assert!(
@@ -930,6 +951,7 @@ mod tests {
             "12 concurrent queries took {} model runs",
             runs - runs_before
         );
+        assert_eq!(embedder.workers(), 1);
         // Not bit for bit: the int8 model quantizes activations with one scale per tensor,
         // so a text's vector depends slightly on its batch (documents have always been
         // batched; `CAIRN_QUERY_BATCH=1` keeps every query alone).
@@ -967,21 +989,47 @@ mod tests {
             .collect()
     }
 
-    /// A job of several batches is split, the parts run on two workers, and every text gets
-    /// its own vector back in its place; sequential jobs of one batch never start a second
-    /// worker.
+    /// Long document texts that keep the first worker busy for several batches.
+    fn long_documents() -> Vec<String> {
+        (0..48)
+            .map(|i| format!("document {i} ").repeat(40))
+            .collect()
+    }
+
+    /// Sends `queries` all at once while a long document job holds the first worker, and
+    /// returns their vectors (in order) once the document job is done too.
+    fn queries_during_a_document_job(
+        rt: &tokio::runtime::Runtime,
+        embedder: &Embedder,
+        queries: &[String],
+    ) -> Vec<Vec<f32>> {
+        rt.block_on(async {
+            let e = embedder.clone();
+            let doc_job = tokio::spawn(async move { e.embed_documents(long_documents()).await });
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            let tasks: Vec<_> = queries
+                .iter()
+                .map(|q| {
+                    let (e, q) = (embedder.clone(), q.clone());
+                    tokio::spawn(async move { e.embed_query(&q).await })
+                })
+                .collect();
+            let mut out = Vec::new();
+            for t in tasks {
+                out.push(t.await.expect("query task").expect("query vector"));
+            }
+            let docs = doc_job.await.expect("document task");
+            assert_eq!(docs.expect("document vectors").len(), 48);
+            out
+        })
+    }
+
+    /// A document job, however large, stays on the first worker and gets every vector back
+    /// in its place; queries that queue while it runs start a query worker.
     #[test]
-    fn a_large_document_job_is_shared_by_the_workers_and_keeps_its_order() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let config = EmbedConfig {
-            workers: 2,
-            intra_threads: Some(1),
-            ..EmbedConfig::default()
-        };
-        let embedder = Embedder::open(&config, None).unwrap();
+    fn documents_stay_on_the_first_worker_and_queued_queries_start_a_query_worker() {
+        let rt = runtime();
+        let embedder = with_workers(2);
         let texts = documents(40);
         let alone: Vec<Vec<f32>> = rt.block_on(async {
             let mut out = Vec::new();
@@ -990,10 +1038,12 @@ mod tests {
             }
             out
         });
+        let queries = travel_questions();
+        let lone = one_by_one(&rt, &embedder, &queries);
         assert_eq!(
             embedder.workers(),
             1,
-            "sequential jobs started a second worker"
+            "sequential jobs started a query worker"
         );
         let together = rt
             .block_on(embedder.embed_documents(texts.clone()))
@@ -1001,8 +1051,8 @@ mod tests {
         assert_eq!(together.len(), texts.len());
         assert_eq!(
             embedder.workers(),
-            2,
-            "a job of 5 batches waited for one worker"
+            1,
+            "a document job started a query worker"
         );
         let order: Vec<usize> = (0..texts.len()).collect();
         assert_eq!(nearest(&together, &alone), order, "vectors out of place");
@@ -1013,16 +1063,27 @@ mod tests {
                 cosine(a, b)
             );
         }
+        let during = queries_during_a_document_job(&rt, &embedder, &queries);
+        assert_eq!(
+            embedder.workers(),
+            2,
+            "queued queries started no query worker"
+        );
+        assert_eq!(nearest(&during, &lone), (0..12).collect::<Vec<_>>());
+        for (a, b) in lone.iter().zip(&during) {
+            assert!(
+                cosine(a, b) > 0.99,
+                "query vector differs: {}",
+                cosine(a, b)
+            );
+        }
     }
 
-    /// A worker whose session cannot load (here: the model file is gone) starts no more
-    /// workers; the one running serves every job.
+    /// A query worker whose session cannot load (here: the model file is gone) starts no
+    /// more; the first worker serves every query.
     #[test]
-    fn a_worker_that_cannot_load_leaves_the_running_one_serving() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+    fn a_query_worker_that_cannot_load_leaves_the_first_one_serving() {
+        let rt = runtime();
         let model = tempfile::tempdir().unwrap();
         let source = EmbedConfig::default().model_dir;
         for entry in std::fs::read_dir(&source).unwrap() {
@@ -1034,25 +1095,22 @@ mod tests {
         let config = EmbedConfig {
             model_dir: model.path().to_path_buf(),
             workers: 2,
-            intra_threads: Some(1),
             ..EmbedConfig::default()
         };
         let embedder = Embedder::open(&config, None).unwrap();
         std::fs::remove_file(model.path().join("model.onnx")).unwrap();
-        let texts = documents(40);
+        let queries: Vec<String> = (0..12).map(|i| format!("question {i}")).collect();
         for round in 0..2 {
-            let vectors = rt
-                .block_on(embedder.embed_documents(texts.clone()))
-                .unwrap();
-            assert_eq!(vectors.len(), texts.len(), "round {round}");
+            let vectors = queries_during_a_document_job(&rt, &embedder, &queries);
+            assert_eq!(vectors.len(), queries.len(), "round {round}");
             // The failed start gives its count back from its own thread.
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
             while embedder.workers() != 1 && std::time::Instant::now() < deadline {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
             assert_eq!(embedder.workers(), 1, "round {round}");
+            assert_eq!(embedder.inner.queue.lock().max_workers, 1, "round {round}");
         }
-        assert_eq!(embedder.inner.queue.lock().max_workers, 1);
     }
 
     #[test]
