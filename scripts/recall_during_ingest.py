@@ -4,9 +4,11 @@
 Starts the given `cairn` binary (`serve` on 127.0.0.1, a fresh data directory under /tmp),
 seeds 20 SciFact abstracts, then times sequential recalls twice: on the idle server, and
 while WRITERS threads post SciFact abstracts as documents (one request each, as fast as the
-server takes them). Prints the recall latency percentiles of both phases and the ingest rate
-during the second. Recall and ingest share the embedding workers, so this is the figure
-that shows a query waiting behind document batches.
+server takes them). Prints the recall latency percentiles of both phases, the first two
+recalls of the ingest apart (they may start a query worker and wait for its session to load,
+once per process), the ingest rate during the second phase, and the server's embedding
+worker threads before and after it (from /proc, on Linux). Recall and ingest share the
+embedding workers, so this is the figure that shows a query waiting behind document batches.
 
     python3 scripts/recall_during_ingest.py ./target/release/cairn [corpus.jsonl] [queries.jsonl]
 
@@ -15,6 +17,7 @@ traffic only to 127.0.0.1 and stops after a fixed number of requests (60 idle re
 recalls during the ingest, at most 600 documents); a benchmark that reports figures, with no
 pass or fail.
 """
+import glob
 import json
 import os
 import shutil
@@ -42,7 +45,7 @@ def main():
         stderr=subprocess.DEVNULL,
     )
     try:
-        run(docs, asked, os.path.basename(binary))
+        run(docs, asked, os.path.basename(binary), server.pid)
     finally:
         server.terminate()
         server.wait()
@@ -59,7 +62,20 @@ def post(path, body):
         return json.load(reply)
 
 
-def run(docs, asked, label):
+def embedding_threads(pid):
+    """The server's embedding worker threads by name (Linux; empty elsewhere)."""
+    names = set()
+    for comm in glob.glob(f"/proc/{pid}/task/*/comm"):
+        try:
+            name = open(comm).read().strip()
+        except OSError:
+            continue
+        if name.startswith("cairn-embed-"):
+            names.add(name)
+    return sorted(names)
+
+
+def run(docs, asked, label, pid):
     for _ in range(300):
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{PORT}/healthz", timeout=1)
@@ -89,9 +105,10 @@ def run(docs, asked, label):
             t = time.perf_counter()
             post("/v1/recall", {"scope": scope, "query": q})
             out.append((time.perf_counter() - t) * 1000)
-        return sorted(out)
+        return out
 
     idle = recalls(60, 0)
+    before = embedding_threads(pid)
     stop = threading.Event()
     written = [0] * WRITERS
 
@@ -108,10 +125,16 @@ def run(docs, asked, label):
         t.start()
     time.sleep(1)
     busy = recalls(120, 100)
+    # The first recalls of the ingest may start a query worker and wait for its session to
+    # load (once per process): reported apart from the steady state.
+    first, rest = busy[:2], sorted(busy[2:])
+    idle.sort()
+    busy.sort()
     stop.set()
     for t in threads:
         t.join()
     took = time.time() - started
+    after = embedding_threads(pid)
 
     def pct(v, q):
         return v[min(len(v) - 1, int(len(v) * q))]
@@ -119,7 +142,9 @@ def run(docs, asked, label):
     print(
         f"{label}: recall idle p50 {pct(idle, .5):.1f} p99 {pct(idle, .99):.1f} ms | "
         f"during ingest ({WRITERS} writers) p50 {pct(busy, .5):.1f} p90 {pct(busy, .9):.1f} "
-        f"p99 {pct(busy, .99):.1f} max {busy[-1]:.1f} ms | ingest {sum(written) / took:.1f} docs/s"
+        f"p99 {pct(busy, .99):.1f} max {busy[-1]:.1f} ms (first two {first[0]:.1f}, {first[1]:.1f}; "
+        f"the other 118 p99 {pct(rest, .99):.1f}) | ingest {sum(written) / took:.1f} docs/s | "
+        f"embedding workers before the ingest {before or '?'}, after {after or '?'}"
     )
 
 
