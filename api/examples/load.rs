@@ -16,8 +16,9 @@
 //! warm-up recall runs before the recall phase. Traffic goes only to 127.0.0.1; the run stops
 //! after the fixed request counts.
 //!
-//! The embedder runs with its defaults; `CAIRN_EMBED_WORKERS` and `CAIRN_ORT_THREADS` set
-//! its workers and the first worker's threads as they do for `cairn serve`, to compare them.
+//! The embedder runs with its defaults; `CAIRN_EMBED_WORKERS`, `CAIRN_ORT_THREADS` and
+//! `CAIRN_MODEL_DIR` set its workers, the first worker's threads and the model directory as
+//! they do for `cairn serve`, to compare them.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -188,6 +189,9 @@ fn main() -> anyhow::Result<()> {
         embed.workers = n;
     }
     embed.intra_threads = positive("CAIRN_ORT_THREADS")?;
+    if let Some(dir) = std::env::var_os("CAIRN_MODEL_DIR") {
+        embed.model_dir = dir.into();
+    }
     let engine = Engine::open_with(dir.path(), &embed, Default::default())
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     println!(
