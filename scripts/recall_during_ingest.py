@@ -67,7 +67,8 @@ def embedding_threads(pid):
     names = set()
     for comm in glob.glob(f"/proc/{pid}/task/*/comm"):
         try:
-            name = open(comm).read().strip()
+            with open(comm) as f:
+                name = f.read().strip()
         except OSError:
             continue
         if name.startswith("cairn-embed-"):
@@ -125,16 +126,16 @@ def run(docs, asked, label, pid):
         t.start()
     time.sleep(1)
     busy = recalls(120, 100)
-    # The first recalls of the ingest may start a query worker and wait for its session to
-    # load (once per process): reported apart from the steady state.
-    first, rest = busy[:2], sorted(busy[2:])
-    idle.sort()
-    busy.sort()
     stop.set()
     for t in threads:
         t.join()
     took = time.time() - started
     after = embedding_threads(pid)
+    # The first recalls of the ingest may start a query worker and wait for its session to
+    # load (once per process): reported apart from the steady state.
+    first, rest = busy[:2], sorted(busy[2:])
+    idle.sort()
+    busy.sort()
 
     def pct(v, q):
         return v[min(len(v) - 1, int(len(v) * q))]

@@ -16,9 +16,10 @@
 //! warm-up recall runs before the recall phase. Traffic goes only to 127.0.0.1; the run stops
 //! after the fixed request counts.
 //!
-//! The embedder runs with its defaults; `CAIRN_EMBED_WORKERS`, `CAIRN_ORT_THREADS` and
-//! `CAIRN_MODEL_DIR` set its workers, the first worker's threads and the model directory as
-//! they do for `cairn serve`, to compare them.
+//! The embedder takes its settings from the environment as `cairn serve` does (no
+//! configuration file): `CAIRN_EMBED_WORKERS`, `CAIRN_ORT_THREADS` and `CAIRN_MODEL_DIR`, for
+//! instance, set its workers, the first worker's threads and the model directory, to compare
+//! them.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -175,23 +176,12 @@ fn main() -> anyhow::Result<()> {
 
     let dir = tempfile::tempdir()?;
     let opened = Instant::now();
-    let mut embed = cairn_embed::EmbedConfig::default();
-    let positive = |var: &str| -> anyhow::Result<Option<usize>> {
-        std::env::var(var)
-            .ok()
-            .map(|v| match v.parse::<usize>() {
-                Ok(n) if n > 0 => Ok(n),
-                _ => Err(anyhow::anyhow!("{var}={v}: expected a positive number")),
-            })
-            .transpose()
-    };
-    if let Some(n) = positive("CAIRN_EMBED_WORKERS")? {
-        embed.workers = n;
-    }
-    embed.intra_threads = positive("CAIRN_ORT_THREADS")?;
-    if let Some(dir) = std::env::var_os("CAIRN_MODEL_DIR") {
-        embed.model_dir = dir.into();
-    }
+    // The embedding settings from the environment, parsed and checked by the configuration
+    // crate as `cairn serve` parses them (no file, no flags).
+    let env = |key: &str| std::env::var(key).ok();
+    let embed = cairn_config::Config::load(&cairn_config::Sources::env(&env))
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .embed;
     let engine = Engine::open_with(dir.path(), &embed, Default::default())
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     println!(
