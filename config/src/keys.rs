@@ -163,7 +163,7 @@ pub const KEYS: &[Key] = &[
         "CAIRN_EMBED_WORKERS",
         None,
         "cores, at most 4",
-        "most embedding workers, each a thread with its own model session: the first embeds documents and queries, the others queries only and start when more queries are queued than workers are free (each ~40-65 MB); 1: queries wait behind document batches",
+        "most embedding workers, each a thread with its own model session: the first embeds documents and queries, the others queries only and start when more queries are queued than workers are free (each ~65-90 MiB of memory); 1: queries wait behind document batches",
     ),
     key(
         "embed.ort_spin",
