@@ -24,7 +24,9 @@ pub struct ModelSpec {
     pub pooling: Pooling,
     /// Longest input in tokens (the model's max sequence length).
     pub max_tokens: usize,
-    /// Prepended to queries (BGE: "Represent this sentence for searching relevant passages: ").
+    /// Prepended to queries. Empty for bge-small-en-v1.5 as set up (its instruction,
+    /// "Represent this sentence for searching relevant passages: ", is optional for v1.5 and
+    /// the relevance gate and answerability model are calibrated without it).
     #[serde(default)]
     pub query_prefix: String,
     /// Prepended to documents (empty for BGE).

@@ -228,8 +228,11 @@ fn load_from_hub(config: &EmbedConfig, name: &str) -> Result<Loaded> {
         Some(fastembed::Pooling::Mean) => Pooling::Mean,
         _ => Pooling::Cls,
     };
-    let bge =
-        name.to_ascii_lowercase().contains("bge") && name.to_ascii_lowercase().contains("-en");
+    // BGE English models before v1.5 need their query instruction; v1.5 retrieves as well
+    // without it (Cairn's calibration is for bge-small-en-v1.5 without it, as setup.sh
+    // writes), and it costs 9 tokens of every query's forward pass.
+    let lower = name.to_ascii_lowercase();
+    let bge = lower.contains("bge") && lower.contains("-en") && !lower.contains("v1.5");
     let spec = ModelSpec {
         name: name.replace('/', "_"),
         dim: info.dim,
