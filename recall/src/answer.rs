@@ -145,7 +145,7 @@ pub fn supports(aspects: &[Aspect], stems: &HashSet<String>) -> Vec<bool> {
 /// class is an answerable query whose judged evidence is cited; each corpus weighs the
 /// same, and within it the positives and each probe set (foreign, held-out or
 /// cross-conversation) weigh equally. `top_dense` and `top_item_dense` are nearly
-/// collinear, hence their signs. Fitted on packs recalled at `min_relevance` 0.60 with
+/// collinear, hence their opposite signs. Fitted on packs recalled at `min_relevance` 0.60 with
 /// queries embedded without an instruction (2026-12-07): their cosines run 0.02–0.03
 /// higher than with bge's instruction, and the coefficients fitted with it (intercept
 /// −4.307) rated 79 % of LoCoMo's cross-conversation probes `none` where these rate 93 %.

@@ -96,7 +96,7 @@ pub struct RecallConfig {
     /// an instruction (setup.sh's model directory). The eval reports recommend 0.65 on both
     /// training sets (best balanced accuracy of the top cosine alone), but the gate also
     /// decides what a pack may cite: at 0.65 LoCoMo's pack evidence recall at 1,000 tokens
-    /// fell from 0.717 to 0.683 and a short preference ("allergic to peanuts", cosine 0.64
+    /// fell from 0.717 to 0.683 and a short preference ("allergic to peanuts", cosine 0.638
     /// to "Any dietary restrictions?") was no longer cited. Rejecting unanswerable queries
     /// is the answerability model's job (`answer.rs`), fitted at this gate.
     pub min_relevance: f32,
