@@ -229,6 +229,9 @@ impl EdgeStore {
         };
         let bm25 = new_bm25()?;
         let journal = open_journal(&config.data_dir, config.sync, &shard, &bm25)?;
+        // After a reboot (or a segment's `Drop`) the vectors and payloads recall reads per hit
+        // are not in the page cache: read them in before the store serves (`warm`).
+        crate::warm::warm(&path);
         Ok(EdgeStore {
             shard: Arc::new(shard),
             bm25: Arc::new(bm25),
@@ -1008,11 +1011,17 @@ impl MemoryStore for EdgeStore {
         let shard = Arc::clone(&self.shard);
         let gate = Arc::clone(&self.gate);
         let optimizing = Arc::clone(&self.optimizing);
+        let path = self.path.clone();
         tokio::task::spawn_blocking(move || {
             let _gate = gate.read().unwrap_or_else(|p| p.into_inner());
             optimizing.fetch_add(1, Ordering::AcqRel);
             let result = shard.optimize().map_err(engine);
             optimizing.fetch_sub(1, Ordering::AcqRel);
+            // A built segment's vectors and payloads were paged out by the builder: read them
+            // back before recall faults them in one 4 KiB page at a time (`warm`).
+            if let Ok(true) = result {
+                crate::warm::warm(&path);
+            }
             result
         })
         .await

@@ -32,6 +32,7 @@ pub mod journal;
 mod memory;
 mod server;
 mod snapshot;
+pub mod warm;
 
 pub use edge::{BackupProgress, BackupReport, EdgeStore, SnapshotFile, StoreConfig, JOURNAL_FILE};
 pub use filter::{Cond, Filter, Value};

@@ -976,3 +976,111 @@ async fn int8_copies_are_mapped_and_prefaulted_when_a_segment_loads() {
     resident("after a restart");
     assert_points_find_themselves(&store, &partition, &vectors, &probes, "after a restart").await;
 }
+
+/// Pages of `file` in the page cache, and its pages: `fincore` (util-linux), which maps the
+/// file and asks `mincore`, faulting nothing in.
+#[cfg(target_os = "linux")]
+fn cached_pages(file: &std::path::Path) -> (u64, u64) {
+    let out = std::process::Command::new("fincore")
+        .args(["--bytes", "--noheadings", "--output", "PAGES,SIZE"])
+        .arg(file)
+        .output()
+        .expect("fincore (util-linux) runs");
+    assert!(out.status.success(), "fincore {}: {out:?}", file.display());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().unwrap());
+    let (cached, size) = (fields.next().unwrap(), fields.next().unwrap());
+    (cached, size.div_ceil(4096))
+}
+
+/// Drops `file`'s clean pages from the page cache, as a reboot or the segment builder's
+/// `clear_cache` would: `dd iflag=nocache count=0` is coreutils' documented way to advise
+/// `POSIX_FADV_DONTNEED` for a whole file.
+#[cfg(target_os = "linux")]
+fn evict(file: &std::path::Path) {
+    std::fs::File::open(file).unwrap().sync_all().unwrap();
+    let status = std::process::Command::new("dd")
+        .arg(format!("if={}", file.display()))
+        .args(["iflag=nocache", "count=0", "status=none"])
+        .status()
+        .expect("dd runs");
+    assert!(status.success(), "dd nocache {}", file.display());
+}
+
+/// What recall reads for every hit, the full vectors and the payload pages of the built
+/// segments, is in the page cache after an index build and after a re-open, even when it
+/// was evicted while the store was closed (`cairn_store::warm`): a recall at 1M chunks
+/// otherwise faulted them in from disk one 4 KiB page at a time. The reads map nothing, so
+/// none of it is the process's memory. The store lives under the target directory, not a
+/// tmpfs `/tmp`, where nothing can be evicted.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vectors_and_payloads_are_in_the_page_cache_after_a_build_and_a_reopen() {
+    const N: usize = 8_000;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let config = StoreConfig::new(dir.path(), BIG);
+    let store = EdgeStore::open(&config).unwrap();
+    let s = scope("t");
+    let partition = s.partition();
+    let mut next = xorshift(0x51_7cc1_b727_220a);
+    let mut vectors = Vec::with_capacity(N);
+    let text = |i: usize, _: &mut dyn FnMut() -> u64| format!("memo {i} about the warm cache");
+    write_random_points(&store, &s, 0..N, &mut next, &mut vectors, text).await;
+    assert!(store.optimize().await.unwrap(), "the points were built");
+
+    let files = cairn_store::warm::hit_files(&dir.path().join("qdrant"));
+    let named = |suffix: &str| {
+        files
+            .iter()
+            .filter(|(p, _)| p.to_string_lossy().contains(suffix))
+            .count()
+    };
+    assert_eq!(named("vector_storage-dense/matrix.dat"), 1, "{files:?}");
+    assert!(named("payload_storage/page_") >= 1, "{files:?}");
+    let matrix = files
+        .iter()
+        .find(|(p, _)| p.ends_with("vector_storage-dense/matrix.dat"))
+        .unwrap();
+    assert!(
+        matrix.1 >= (N * BIG * 4) as u64,
+        "{} bytes of full vectors for {N} points",
+        matrix.1
+    );
+    let all_cached = |stage: &str| {
+        for (p, _) in &files {
+            let (cached, pages) = cached_pages(p);
+            assert_eq!(
+                cached,
+                pages,
+                "{stage}: {} pages cached of {}",
+                cached,
+                p.display()
+            );
+        }
+    };
+    all_cached("after the build");
+
+    let probes: Vec<usize> = (0..20).map(|k| k * 389 % N).collect();
+    assert_points_find_themselves(&store, &partition, &vectors, &probes, "after the build").await;
+    store.flush().await.unwrap();
+    drop(store);
+    for (p, _) in &files {
+        evict(p);
+    }
+    let (cached, pages) = cached_pages(&matrix.0);
+    assert!(
+        cached < pages / 2,
+        "the eviction took: {cached} of {pages} pages of full vectors still cached"
+    );
+
+    let store = EdgeStore::open(&config).unwrap();
+    all_cached("after a re-open");
+    let (rss, anon) = mapped_bytes(&matrix.0);
+    assert_eq!(anon, 0, "the full vectors are file pages");
+    assert!(
+        rss < matrix.1 / 2,
+        "read, not mapped: {rss} bytes of {} mapped before any search",
+        matrix.1
+    );
+    assert_points_find_themselves(&store, &partition, &vectors, &probes, "after a re-open").await;
+}
