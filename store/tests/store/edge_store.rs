@@ -715,6 +715,24 @@ async fn write_random_points(
     store.upsert(batch).await.unwrap();
 }
 
+/// `n` random `BIG`-d points of `scope("t")` written to a store in `dir` and built into an
+/// indexed segment (past the engine's 10 MB indexing threshold, so `optimize` builds one with
+/// an HNSW graph and int8 copies); their vectors, in point order.
+async fn built_store(
+    dir: &std::path::Path,
+    n: usize,
+    seed: u64,
+    text: impl Fn(usize, &mut dyn FnMut() -> u64) -> String,
+) -> (StoreConfig, EdgeStore, Vec<Vec<f32>>) {
+    let config = StoreConfig::new(dir, BIG);
+    let store = EdgeStore::open(&config).unwrap();
+    let mut next = xorshift(seed);
+    let mut vectors = Vec::with_capacity(n);
+    write_random_points(&store, &scope("t"), 0..n, &mut next, &mut vectors, text).await;
+    assert!(store.optimize().await.unwrap(), "the points were built");
+    (config, store, vectors)
+}
+
 /// For each probe `i`, a dense query for `vectors[i]` answers point `i` (of `scope("t")`)
 /// first, its hits ordered by score.
 async fn assert_points_find_themselves(
@@ -926,19 +944,11 @@ fn mapped_bytes(file: &std::path::Path) -> (u64, u64) {
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn int8_copies_are_mapped_and_prefaulted_when_a_segment_loads() {
-    // Past the engine's indexing threshold (10 MB of vectors), so `optimize` builds a segment
-    // with an HNSW graph and int8 copies.
     const N: usize = 8_000;
     let dir = tempfile::tempdir().unwrap();
-    let config = StoreConfig::new(dir.path(), BIG);
-    let store = EdgeStore::open(&config).unwrap();
-    let s = scope("t");
-    let partition = s.partition();
-    let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
-    let mut vectors = Vec::with_capacity(N);
     let text = |i: usize, _: &mut dyn FnMut() -> u64| format!("note number {i}");
-    write_random_points(&store, &s, 0..N, &mut next, &mut vectors, text).await;
-    assert!(store.optimize().await.unwrap(), "the points were built");
+    let (config, store, vectors) = built_store(dir.path(), N, 0x9e37_79b9_7f4a_7c15, text).await;
+    let partition = scope("t").partition();
 
     let copies = files_named(&dir.path().join("qdrant"), "quantized.data");
     assert_eq!(
@@ -1018,15 +1028,9 @@ fn evict(file: &std::path::Path) {
 async fn vectors_and_payloads_are_in_the_page_cache_after_a_build_and_a_reopen() {
     const N: usize = 8_000;
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let config = StoreConfig::new(dir.path(), BIG);
-    let store = EdgeStore::open(&config).unwrap();
-    let s = scope("t");
-    let partition = s.partition();
-    let mut next = xorshift(0x51_7cc1_b727_220a);
-    let mut vectors = Vec::with_capacity(N);
     let text = |i: usize, _: &mut dyn FnMut() -> u64| format!("memo {i} about the warm cache");
-    write_random_points(&store, &s, 0..N, &mut next, &mut vectors, text).await;
-    assert!(store.optimize().await.unwrap(), "the points were built");
+    let (config, store, vectors) = built_store(dir.path(), N, 0x51_7cc1_b727_220a, text).await;
+    let partition = scope("t").partition();
 
     let files = cairn_store::warm::hit_files(&dir.path().join("qdrant"));
     let named = |suffix: &str| {
