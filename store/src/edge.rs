@@ -1013,10 +1013,12 @@ impl MemoryStore for EdgeStore {
         let optimizing = Arc::clone(&self.optimizing);
         let path = self.path.clone();
         tokio::task::spawn_blocking(move || {
-            let _gate = gate.read().unwrap_or_else(|p| p.into_inner());
+            let gate = gate.read().unwrap_or_else(|p| p.into_inner());
             optimizing.fetch_add(1, Ordering::AcqRel);
             let result = shard.optimize().map_err(engine);
             optimizing.fetch_sub(1, Ordering::AcqRel);
+            // Past the build: a checkpoint need not wait for the read below.
+            drop(gate);
             // A built segment's vectors and payloads were paged out by the builder: read them
             // back before recall faults them in one 4 KiB page at a time (`warm`).
             if let Ok(true) = result {
